@@ -1,0 +1,107 @@
+"""Human labels: coercion and validation of the ``labels`` argument.
+
+Labels arrive as a mapping ``id -> label``, a :class:`pandas.Series` indexed by id, or a pair
+``(ids, labels)`` of arrays. Values must be 0/1 or bool. The same id may appear twice only with
+the same value; ids must belong to the population.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["as_label_values", "coerce_labels"]
+
+
+def as_label_values(values: Any, name: str = "labels") -> np.ndarray:
+    """Validate label values: a 1-D array of 0/1 or bool; returns uint8."""
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} has shape {arr.shape}; allowed: a 1-D sequence of 0/1 labels")
+    if arr.dtype == bool:
+        return arr.astype(np.uint8)
+    if arr.dtype == object:
+        try:
+            arr = arr.astype(np.float64)
+        except (TypeError, ValueError):
+            bad = next(v for v in arr if not isinstance(v, int | float | bool | np.number))
+            raise ValueError(f"{name} contains {bad!r}; allowed: 0, 1, True or False") from None
+    if not np.issubdtype(arr.dtype, np.number):
+        raise ValueError(
+            f"{name} has dtype {arr.dtype}; allowed: 0, 1, True or False"
+        )
+    ok = (arr == 0) | (arr == 1)
+    if not ok.all():
+        i = int(np.flatnonzero(~ok)[0])
+        raise ValueError(f"{name} contains {arr[i]!r} at position {i}; allowed: 0, 1, True or False")
+    return arr.astype(np.uint8)
+
+
+def _split(labels: Any, name: str) -> tuple[Any, Any]:
+    if isinstance(labels, pd.Series):
+        return labels.index.to_numpy(), labels.to_numpy()
+    if isinstance(labels, pd.DataFrame):
+        cols = set(labels.columns)
+        if not {"id", "label"} <= cols:
+            raise ValueError(
+                f"{name} is a DataFrame with columns {list(labels.columns)}; "
+                "allowed: columns 'id' and 'label'"
+            )
+        return labels["id"].to_numpy(), labels["label"].to_numpy()
+    if isinstance(labels, Mapping):
+        return np.asarray(list(labels.keys())), np.asarray(list(labels.values()), dtype=object)
+    if isinstance(labels, tuple | list) and len(labels) == 2:
+        ids, vals = labels
+        return np.asarray(ids), np.asarray(vals)
+    raise TypeError(
+        f"{name} has type {type(labels).__name__}; allowed: a mapping id->label, a pandas "
+        "Series indexed by id, or a pair (ids, labels) of arrays"
+    )
+
+
+def coerce_labels(labels: Any, population: Any, *, name: str = "labels") -> tuple[np.ndarray,
+                                                                                    np.ndarray]:
+    """Validate labels against a population.
+
+    Returns
+    -------
+    positions : ndarray of int64
+        Distinct population positions of the labelled items (sorted).
+    values : ndarray of uint8
+        Their 0/1 labels.
+
+    Raises
+    ------
+    ValueError
+        Labels outside {0, 1}, unknown ids, mismatched lengths, or the same id with two values.
+    """
+    if labels is None:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.uint8)
+    ids, vals = _split(labels, name)
+    ids = np.asarray(ids)
+    if ids.ndim != 1:
+        raise ValueError(f"ids of {name} have shape {ids.shape}; allowed: 1-D")
+    values = as_label_values(vals, name)
+    if values.shape[0] != ids.shape[0]:
+        raise ValueError(
+            f"{name}: {ids.shape[0]} ids but {values.shape[0]} label values; they must match"
+        )
+    positions = population.positions_of(ids, name=f"ids of {name}")
+    order = np.argsort(positions, kind="stable")
+    pos_sorted, val_sorted = positions[order], values[order]
+    same_as_next = pos_sorted[1:] == pos_sorted[:-1]
+    if same_as_next.any():
+        clash = same_as_next & (val_sorted[1:] != val_sorted[:-1])
+        if clash.any():
+            i = int(np.flatnonzero(clash)[0])
+            bad_id = population.ids_at(pos_sorted[i : i + 1])[0]
+            raise ValueError(
+                f"{name} gives id {bad_id!r} two different labels (0 and 1); "
+                "each item may have only one label"
+            )
+        keep = np.concatenate([[True], ~same_as_next])
+        pos_sorted, val_sorted = pos_sorted[keep], val_sorted[keep]
+    return pos_sorted, val_sorted

@@ -1,0 +1,166 @@
+"""Registry of classifier-effectiveness metrics computed from confusion counts.
+
+Every metric is a function of the confusion counts ``(tp, fp, fn, tn)`` given as equally shaped
+float arrays (one entry per Monte Carlo draw) and returns an array of the same shape. Adding a
+metric is one decorated function.
+
+Conventions (documented, tested):
+
+* ``f1`` is 1.0 when there are no positives and no positive predictions (tp = fp = fn = 0),
+  following Lewis (1995) as used by Webber et al. (``../shared/seeds/002_bcc5f0faf615c660.txt``).
+* ``recall`` is 1.0 when the population holds no positives (tp + fn = 0): nothing was missed.
+* ``precision`` needs predicted positives: asking for it on a population without any is a
+  ``ValueError`` (it is undefined, not 0 or 1). Likewise ``npv`` needs predicted negatives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["METRICS", "Metric", "register_metric"]
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    """A registered metric.
+
+    Attributes
+    ----------
+    name : str
+    func : callable ``(tp, fp, fn, tn) -> array``
+    needs_predicted_positive, needs_predicted_negative : bool
+        Whether the metric is undefined without predicted positives / negatives.
+    linear_in_rates : bool
+        Whether the metric is a fixed linear function of the per-stratum positive rates (so that
+        an anytime-valid bound for a mean applies).
+    description : str
+    """
+
+    name: str
+    func: Callable[..., np.ndarray]
+    needs_predicted_positive: bool = False
+    needs_predicted_negative: bool = False
+    linear_in_rates: bool = False
+    description: str = ""
+
+
+#: name -> Metric
+METRICS: dict[str, Metric] = {}
+
+
+def register_metric(
+    name: str,
+    *,
+    needs_predicted_positive: bool = False,
+    needs_predicted_negative: bool = False,
+    linear_in_rates: bool = False,
+) -> Callable[[Callable[..., np.ndarray]], Callable[..., np.ndarray]]:
+    """Decorator registering ``func(tp, fp, fn, tn)`` as metric ``name``."""
+
+    def deco(func: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+        METRICS[name] = Metric(
+            name,
+            func,
+            needs_predicted_positive,
+            needs_predicted_negative,
+            linear_in_rates,
+            (func.__doc__ or "").strip().splitlines()[0] if func.__doc__ else "",
+        )
+        return func
+
+    return deco
+
+
+def _safe_ratio(num: np.ndarray, den: np.ndarray, empty: float) -> np.ndarray:
+    num = np.asarray(num, dtype=np.float64)
+    den = np.asarray(den, dtype=np.float64)
+    out = np.full(np.broadcast(num, den).shape, empty, dtype=np.float64)
+    np.divide(num, den, out=out, where=den > 0)
+    return out
+
+
+@register_metric("precision", needs_predicted_positive=True, linear_in_rates=True)
+def precision(tp, fp, fn, tn):
+    """Precision TP / (TP + FP): share of predicted positives that are positive."""
+    return _safe_ratio(tp, tp + fp, np.nan)
+
+
+@register_metric("recall")
+def recall(tp, fp, fn, tn):
+    """Recall TP / (TP + FN); 1.0 when there are no positives."""
+    return _safe_ratio(tp, tp + fn, 1.0)
+
+
+@register_metric("f1")
+def f1(tp, fp, fn, tn):
+    """F1 = 2 TP / (2 TP + FP + FN); 1.0 when TP = FP = FN = 0 (Lewis 1995)."""
+    return _safe_ratio(2 * tp, 2 * tp + fp + fn, 1.0)
+
+
+@register_metric("accuracy", linear_in_rates=True)
+def accuracy(tp, fp, fn, tn):
+    """Accuracy (TP + TN) / N."""
+    return _safe_ratio(tp + tn, tp + fp + fn + tn, np.nan)
+
+
+@register_metric("prevalence", linear_in_rates=True)
+def prevalence(tp, fp, fn, tn):
+    """Prevalence (TP + FN) / N: share of items that are positive."""
+    return _safe_ratio(tp + fn, tp + fp + fn + tn, np.nan)
+
+
+@register_metric("specificity")
+def specificity(tp, fp, fn, tn):
+    """Specificity TN / (TN + FP); 1.0 when there are no negatives."""
+    return _safe_ratio(tn, tn + fp, 1.0)
+
+
+@register_metric("npv", needs_predicted_negative=True, linear_in_rates=True)
+def npv(tp, fp, fn, tn):
+    """Negative predictive value TN / (TN + FN)."""
+    return _safe_ratio(tn, tn + fn, np.nan)
+
+
+@register_metric("balanced_accuracy")
+def balanced_accuracy(tp, fp, fn, tn):
+    """Balanced accuracy (recall + specificity) / 2."""
+    return 0.5 * (recall(tp, fp, fn, tn) + specificity(tp, fp, fn, tn))
+
+
+def resolve_metrics(
+    metrics: str | tuple[str, ...] | list[str] | None,
+    *,
+    has_predicted_positive: bool,
+    has_predicted_negative: bool,
+) -> tuple[str, ...]:
+    """Validate a metric selection; ``None`` means every metric defined for this population."""
+    if metrics is None:
+        return tuple(
+            m.name
+            for m in METRICS.values()
+            if (has_predicted_positive or not m.needs_predicted_positive)
+            and (has_predicted_negative or not m.needs_predicted_negative)
+        )
+    if isinstance(metrics, str):
+        metrics = (metrics,)
+    out = []
+    for name in metrics:
+        if not isinstance(name, str) or name not in METRICS:
+            raise ValueError(
+                f"metrics contains {name!r}; allowed: " + ", ".join(repr(m) for m in METRICS)
+            )
+        m = METRICS[name]
+        if m.needs_predicted_positive and not has_predicted_positive:
+            raise ValueError(
+                f"metric {name!r} is undefined: the population has no predicted positives"
+            )
+        if m.needs_predicted_negative and not has_predicted_negative:
+            raise ValueError(
+                f"metric {name!r} is undefined: the population has no predicted negatives"
+            )
+        if name not in out:
+            out.append(name)
+    return tuple(out)

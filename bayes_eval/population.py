@@ -1,0 +1,357 @@
+"""The population of scored items that an audit evaluates.
+
+A :class:`Population` is array-backed: scores (float64), predicted labels (bool) and ids (int64 or
+strings), with no Python object per item, so that 10^8 items fit in memory. The rest of the package
+only asks a population for the narrow interface listed in :class:`PopulationLike`; an out-of-core
+(Dask-backed) population can stand in by implementing the same members.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import numbers
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import pandas as pd
+
+from ._validation import as_finite_1d
+
+__all__ = ["Population", "PopulationLike"]
+
+
+@runtime_checkable
+class PopulationLike(Protocol):
+    """What the rest of bayes_eval asks of a population.
+
+    ``size``, ``threshold``, ``scores`` and ``predictions`` (1-D arrays in population order),
+    ``ids_at(positions)``, ``scores_at(positions)``, ``predictions_at(positions)`` and
+    ``positions_of(ids)`` (look-up of items by id, raising ``KeyError``-free ``ValueError`` for
+    unknown ids), plus ``fingerprint()``.
+    """
+
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def threshold(self) -> float | None: ...
+
+    def ids_at(self, positions: np.ndarray) -> np.ndarray: ...
+
+    def scores_at(self, positions: np.ndarray) -> np.ndarray: ...
+
+    def predictions_at(self, positions: np.ndarray) -> np.ndarray: ...
+
+    def positions_of(self, ids: Any, *, name: str = "ids") -> np.ndarray: ...
+
+    def fingerprint(self) -> str: ...
+
+
+def _as_predictions(predictions: Any, n: int) -> np.ndarray:
+    arr = np.asarray(predictions)
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise ValueError(
+            f"predictions has shape {arr.shape}; allowed: a 1-D array of length {n} (one per score)"
+        )
+    if arr.dtype == bool:
+        return arr.copy()
+    if not np.issubdtype(arr.dtype, np.number):
+        raise TypeError(f"predictions has dtype {arr.dtype}; allowed: bool or 0/1 integers")
+    bad = ~np.isin(arr, (0, 1))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"predictions has value {arr[i]!r} at position {i}; allowed: 0/1 or True/False"
+        )
+    return arr.astype(bool)
+
+
+def _as_ids(ids: Any, n: int) -> np.ndarray:
+    arr = np.asarray(ids)
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise ValueError(f"ids has shape {arr.shape}; allowed: a 1-D array of length {n}")
+    if arr.dtype == bool:
+        raise TypeError("ids has dtype bool; allowed: integers or strings")
+    if np.issubdtype(arr.dtype, np.integer):
+        arr = arr.astype(np.int64)
+    elif np.issubdtype(arr.dtype, np.str_):
+        pass
+    elif arr.dtype == object:
+        kinds = {type(v) for v in arr[: min(n, 1000)]}
+        if kinds <= {str}:
+            arr = arr.astype(str)
+        elif all(issubclass(k, numbers.Integral) and k is not bool for k in kinds):
+            arr = arr.astype(np.int64)
+        else:
+            raise TypeError(
+                f"ids has values of type(s) {sorted(k.__name__ for k in kinds)}; "
+                "allowed: all integers or all strings"
+            )
+    else:
+        raise TypeError(f"ids has dtype {arr.dtype}; allowed: integers or strings")
+    index = pd.Index(arr)
+    if not index.is_unique:
+        dup = index[index.duplicated()][0]
+        raise ValueError(f"ids must be unique; id {dup!r} occurs more than once")
+    return arr
+
+
+class Population:
+    """A scored population of items with predicted labels.
+
+    Parameters
+    ----------
+    scores : array_like, shape (N,)
+        Real-valued classifier scores (probabilities or raw margins). NaN, inf and non-numeric
+        values are refused.
+    threshold : float, optional
+        Decision threshold: an item is predicted positive iff ``score >= threshold``.
+    predictions : array_like of bool or 0/1, shape (N,), optional
+        Predicted labels given explicitly. Exactly one of ``threshold`` and ``predictions``.
+    ids : array_like of int or str, shape (N,), optional
+        Unique item ids; default ``0..N-1`` (stored implicitly, costing no memory).
+
+    Examples
+    --------
+    >>> import numpy as np, bayes_eval as be
+    >>> pop = be.Population(np.array([0.1, 0.7, 0.4, 0.9]), threshold=0.5)
+    >>> pop.size, int(pop.predictions.sum())
+    (4, 2)
+    """
+
+    __slots__ = ("_ids", "_index", "_predictions", "_scores", "_threshold", "_fingerprint")
+
+    def __init__(
+        self,
+        scores: Any,
+        *,
+        threshold: float | None = None,
+        predictions: Any = None,
+        ids: Any = None,
+    ) -> None:
+        scores = as_finite_1d(scores, "scores")
+        if (threshold is None) == (predictions is None):
+            raise ValueError(
+                "give exactly one of threshold= and predictions= "
+                f"(got threshold={threshold!r} and predictions="
+                f"{'None' if predictions is None else 'an array'})"
+            )
+        if threshold is not None:
+            if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real):
+                raise TypeError(f"threshold={threshold!r} must be a finite real number")
+            threshold = float(threshold)
+            if not np.isfinite(threshold):
+                raise ValueError(f"threshold={threshold!r} must be a finite real number")
+            preds = scores >= threshold
+        else:
+            preds = _as_predictions(predictions, scores.shape[0])
+        self._scores = scores
+        self._scores.flags.writeable = False
+        self._predictions = preds
+        self._predictions.flags.writeable = False
+        self._threshold = threshold
+        self._ids = None if ids is None else _as_ids(ids, scores.shape[0])
+        if self._ids is not None:
+            self._ids.flags.writeable = False
+        self._index: pd.Index | None = None
+        self._fingerprint: str | None = None
+
+    # ----------------------------------------------------------------- constructors
+    @classmethod
+    def from_pandas(
+        cls,
+        frame: pd.DataFrame,
+        *,
+        score_col: str,
+        id_col: str | None = None,
+        prediction_col: str | None = None,
+        threshold: float | None = None,
+    ) -> Population:
+        """Build a population from columns of a :class:`pandas.DataFrame`."""
+        if not isinstance(frame, pd.DataFrame):
+            raise TypeError(f"frame has type {type(frame).__name__}; allowed: a pandas DataFrame")
+        for arg, col in (("score_col", score_col), ("id_col", id_col),
+                         ("prediction_col", prediction_col)):
+            if col is not None and col not in frame.columns:
+                raise ValueError(
+                    f"{arg}={col!r} is not a column of the frame; columns are {list(frame.columns)}"
+                )
+        score_values = frame[score_col]
+        if not pd.api.types.is_numeric_dtype(score_values) or pd.api.types.is_bool_dtype(
+            score_values
+        ):
+            raise TypeError(
+                f"score column {score_col!r} has dtype {score_values.dtype}; allowed: real numbers"
+            )
+        return cls(
+            score_values.to_numpy(dtype=np.float64, na_value=np.nan),
+            threshold=threshold,
+            predictions=None if prediction_col is None else frame[prediction_col].to_numpy(),
+            ids=None if id_col is None else frame[id_col].to_numpy(),
+        )
+
+    @classmethod
+    def from_parquet(
+        cls,
+        path: str | Path,
+        *,
+        score_col: str,
+        id_col: str | None = None,
+        prediction_col: str | None = None,
+        threshold: float | None = None,
+        engine: str = "memory",
+        client: Any = None,
+    ) -> Any:
+        """Read a population from a Parquet file or partitioned dataset.
+
+        ``engine="memory"`` reads only the named columns with pyarrow into memory.
+        ``engine="dask"`` returns a lazily read, out-of-core population (needs the ``dask`` extra).
+        """
+        if engine == "dask":
+            from .dask_population import DaskPopulation
+
+            return DaskPopulation.from_parquet(
+                path, score_col=score_col, id_col=id_col, prediction_col=prediction_col,
+                threshold=threshold, client=client,
+            )
+        if engine != "memory":
+            raise ValueError(f"engine={engine!r} is not one of the allowed values: 'memory', 'dask'")
+        import pyarrow.parquet as pq
+
+        columns = [c for c in (score_col, id_col, prediction_col) if c is not None]
+        path = Path(path)
+        if not path.exists():
+            raise ValueError(f"path={str(path)!r} does not exist")
+        schema_names = pq.read_schema(path).names if path.is_file() else None
+        if schema_names is not None:
+            for arg, col in (("score_col", score_col), ("id_col", id_col),
+                             ("prediction_col", prediction_col)):
+                if col is not None and col not in schema_names:
+                    raise ValueError(
+                        f"{arg}={col!r} is not a column of {str(path)!r}; columns are {schema_names}"
+                    )
+        table = pq.read_table(path, columns=columns)
+        return cls.from_pandas(
+            table.to_pandas(), score_col=score_col, id_col=id_col,
+            prediction_col=prediction_col, threshold=threshold,
+        )
+
+    # ----------------------------------------------------------------- narrow interface
+    @property
+    def size(self) -> int:
+        """Number of items N."""
+        return int(self._scores.shape[0])
+
+    @property
+    def threshold(self) -> float | None:
+        """Decision threshold, or None when predictions were given explicitly."""
+        return self._threshold
+
+    @property
+    def scores(self) -> np.ndarray:
+        """Scores in population order (read-only float64 array)."""
+        return self._scores
+
+    @property
+    def predictions(self) -> np.ndarray:
+        """Predicted labels in population order (read-only bool array)."""
+        return self._predictions
+
+    @property
+    def ids(self) -> np.ndarray:
+        """Item ids in population order (materialised on demand for default ids)."""
+        if self._ids is None:
+            return np.arange(self.size, dtype=np.int64)
+        return self._ids
+
+    @property
+    def has_default_ids(self) -> bool:
+        """True when ids are the implicit ``0..N-1``."""
+        return self._ids is None
+
+    def ids_at(self, positions: np.ndarray) -> np.ndarray:
+        """Ids of the items at integer ``positions``."""
+        positions = np.asarray(positions, dtype=np.int64)
+        if self._ids is None:
+            return positions.copy()
+        return self._ids[positions]
+
+    def scores_at(self, positions: np.ndarray) -> np.ndarray:
+        """Scores of the items at integer ``positions``."""
+        return self._scores[np.asarray(positions, dtype=np.int64)]
+
+    def predictions_at(self, positions: np.ndarray) -> np.ndarray:
+        """Predicted labels of the items at integer ``positions``."""
+        return self._predictions[np.asarray(positions, dtype=np.int64)]
+
+    def positions_of(self, ids: Any, *, name: str = "ids") -> np.ndarray:
+        """Positions of the items with the given ids; unknown ids raise ``ValueError``."""
+        arr = np.asarray(ids)
+        if arr.ndim == 0:
+            arr = arr.reshape(1)
+        if arr.ndim != 1:
+            raise ValueError(f"{name} has shape {arr.shape}; allowed: a 1-D sequence of ids")
+        if arr.size == 0:
+            return np.empty(0, dtype=np.int64)
+        if self._ids is None:
+            if arr.dtype == object:
+                try:
+                    arr = arr.astype(np.int64)
+                except (TypeError, ValueError):
+                    raise ValueError(
+                        f"{name} contains {arr[0]!r}; allowed: integer ids 0..{self.size - 1}"
+                    ) from None
+            if arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
+                raise ValueError(
+                    f"{name} has dtype {arr.dtype}; this population has integer ids "
+                    f"0..{self.size - 1}"
+                )
+            bad = (arr < 0) | (arr >= self.size)
+            if bad.any():
+                raise ValueError(
+                    f"{name} contains unknown id {arr[np.flatnonzero(bad)[0]]!r}; "
+                    f"allowed: ids 0..{self.size - 1}"
+                )
+            return arr.astype(np.int64)
+        if self._index is None:
+            self._index = pd.Index(self._ids)
+        if np.issubdtype(self._ids.dtype, np.integer) and arr.dtype == object:
+            try:
+                arr = arr.astype(np.int64)
+            except (TypeError, ValueError):
+                pass
+        if np.issubdtype(self._ids.dtype, np.str_) and arr.dtype == object:
+            arr = arr.astype(str)
+        pos = self._index.get_indexer(arr)
+        if (pos < 0).any():
+            raise ValueError(
+                f"{name} contains unknown id {arr[np.flatnonzero(pos < 0)[0]]!r}; "
+                "allowed: ids of items in the population"
+            )
+        return pos.astype(np.int64)
+
+    def fingerprint(self) -> str:
+        """SHA-256 of scores, predictions and ids: detects a changed population file."""
+        if self._fingerprint is None:
+            h = hashlib.sha256()
+            h.update(np.ascontiguousarray(self._scores).view(np.uint8))
+            h.update(np.packbits(self._predictions).tobytes())
+            if self._ids is not None:
+                if np.issubdtype(self._ids.dtype, np.integer):
+                    h.update(np.ascontiguousarray(self._ids).view(np.uint8))
+                else:
+                    h.update("\x00".join(self._ids.tolist()).encode())
+            self._fingerprint = h.hexdigest()
+        return self._fingerprint
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __repr__(self) -> str:
+        npos = int(self._predictions.sum())
+        rule = f"threshold={self._threshold:g}" if self._threshold is not None else "given"
+        return (
+            f"Population(N={self.size:,}, predicted positive={npos:,}, predictions {rule}, "
+            f"scores in [{self._scores.min():.4g}, {self._scores.max():.4g}])"
+        )

@@ -1,0 +1,64 @@
+"""Per-stratum Beta priors for the positive rate ``theta_k``."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+
+__all__ = ["NAMED_PRIORS", "resolve_prior"]
+
+#: named priors: (a, b)
+NAMED_PRIORS: dict[str, tuple[float, float]] = {"jeffreys": (0.5, 0.5), "uniform": (1.0, 1.0)}
+
+
+def resolve_prior(prior: Any, n_strata: int) -> tuple[np.ndarray, np.ndarray, str]:
+    """Resolve ``prior`` to per-stratum arrays ``(a, b)`` and a description.
+
+    Allowed: ``"jeffreys"`` (Beta(1/2, 1/2)), ``"uniform"`` (Beta(1, 1)), a pair ``(a, b)`` of
+    positive numbers, or a pair of per-stratum arrays of length ``n_strata``.
+    """
+    if isinstance(prior, str):
+        if prior not in NAMED_PRIORS:
+            raise ValueError(
+                f"prior={prior!r} is not allowed; allowed: 'jeffreys', 'uniform', an (a, b) pair "
+                "of positive numbers, or a pair of per-stratum arrays"
+            )
+        a, b = NAMED_PRIORS[prior]
+        return np.full(n_strata, a), np.full(n_strata, b), prior
+    if not isinstance(prior, tuple | list) or len(prior) != 2:
+        raise ValueError(
+            f"prior={prior!r} is not allowed; allowed: 'jeffreys', 'uniform', an (a, b) pair of "
+            "positive numbers, or a pair of per-stratum arrays"
+        )
+    out = []
+    for name, value in zip(("a", "b"), prior, strict=True):
+        if isinstance(value, bool):
+            raise TypeError(f"prior {name}={value!r} must be a positive number or array")
+        if isinstance(value, numbers.Real):
+            arr = np.full(n_strata, float(value))
+        else:
+            try:
+                arr = np.asarray(value, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise TypeError(
+                    f"prior {name}={value!r} must be a positive number or array"
+                ) from None
+            if arr.shape != (n_strata,):
+                raise ValueError(
+                    f"prior {name} has shape {arr.shape}; allowed: a scalar or one value per "
+                    f"stratum (shape ({n_strata},))"
+                )
+        if not np.all(np.isfinite(arr)) or not np.all(arr > 0):
+            bad = arr[~(np.isfinite(arr) & (arr > 0))][0]
+            raise ValueError(
+                f"prior {name} contains {bad!r}; allowed: finite numbers > 0"
+            )
+        out.append(arr)
+    a, b = out
+    if np.all(a == a[0]) and np.all(b == b[0]):
+        desc = f"beta({a[0]:g}, {b[0]:g})"
+    else:
+        desc = "per-stratum beta"
+    return a, b, desc

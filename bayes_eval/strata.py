@@ -1,0 +1,350 @@
+"""Score strata: partitions of a population by predicted side and score.
+
+:func:`stratify` splits each predicted side (negatives first, then positives) into strata over a
+stratification variable (the score, or the classifier's confidence in its own prediction). The
+decision threshold is always a stratum boundary, so every stratum lies wholly on one predicted side;
+tied values are never split; no stratum is empty. Strata are numbered with the negative side first,
+each side in increasing score.
+
+References
+----------
+Bennett & Carvalho, ``../shared/seeds/000_51972d8d13fae9c1.txt`` (score strata for precision).
+Kumar & Raj, ``../shared/seeds/003_d8c568d527ba610a.txt`` (stratification methods, confidence
+as the stratification variable).
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+import xarray as xr
+from scipy import ndimage
+
+from ._stratifiers import STRATIFIERS, equal_size_from_counts
+from ._validation import as_generator, check_option
+from .population import Population
+
+__all__ = ["Strata", "stratify"]
+
+
+class Strata:
+    """A stratification of a population (read-only).
+
+    Attributes
+    ----------
+    population : Population
+    method : str
+        Name of the stratifier that made the strata (``"custom"`` for :meth:`from_assignment`).
+    variable : {"score", "confidence"}
+    sizes : ndarray of int64, shape (K,)
+        Items per stratum, ``N_k``.
+    predicted : ndarray of bool, shape (K,)
+        Predicted class of each stratum.
+    score_min, score_max : ndarray of float64, shape (K,)
+        Range of the scores in each stratum.
+    assignment : ndarray of int, shape (N,)
+        Stratum index of every item, in population order.
+    """
+
+    __slots__ = (
+        "_members_offsets",
+        "_members_order",
+        "assignment",
+        "method",
+        "population",
+        "predicted",
+        "requested",
+        "score_max",
+        "score_min",
+        "sizes",
+        "variable",
+    )
+
+    def __init__(
+        self,
+        population: Any,
+        assignment: np.ndarray,
+        predicted: np.ndarray,
+        sizes: np.ndarray,
+        score_min: np.ndarray,
+        score_max: np.ndarray,
+        *,
+        method: str,
+        variable: str = "score",
+        requested: tuple[int, int] | None = None,
+    ) -> None:
+        self.population = population
+        self.assignment = assignment
+        self.predicted = np.asarray(predicted, dtype=bool)
+        self.sizes = np.asarray(sizes, dtype=np.int64)
+        self.score_min = np.asarray(score_min, dtype=np.float64)
+        self.score_max = np.asarray(score_max, dtype=np.float64)
+        self.method = method
+        self.variable = variable
+        self.requested = requested
+        self._members_order: np.ndarray | None = None
+        self._members_offsets: np.ndarray | None = None
+        for arr in (self.predicted, self.sizes, self.score_min, self.score_max):
+            arr.flags.writeable = False
+        if isinstance(assignment, np.ndarray):
+            assignment.flags.writeable = False
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_assignment(cls, population: Population, assignment: Any) -> Strata:
+        """Strata from a user-given stratum index per item (0..K-1, every stratum non-empty,
+        each wholly on one predicted side)."""
+        arr = np.asarray(assignment)
+        if arr.shape != (population.size,) or not np.issubdtype(arr.dtype, np.integer):
+            raise ValueError(
+                f"assignment has shape {arr.shape} and dtype {arr.dtype}; allowed: integers, "
+                f"one per item (shape ({population.size},))"
+            )
+        if arr.min() < 0:
+            raise ValueError(f"assignment has negative stratum index {int(arr.min())}")
+        k = int(arr.max()) + 1
+        sizes = np.bincount(arr, minlength=k)
+        if (sizes == 0).any():
+            raise ValueError(
+                f"assignment leaves stratum {int(np.flatnonzero(sizes == 0)[0])} empty; "
+                "allowed: stratum indices 0..K-1, each used at least once"
+            )
+        npos = np.bincount(arr, weights=population.predictions, minlength=k)
+        mixed = (npos > 0) & (npos < sizes)
+        if mixed.any():
+            raise ValueError(
+                f"stratum {int(np.flatnonzero(mixed)[0])} of assignment mixes predicted "
+                "positives and negatives; every stratum must lie on one predicted side"
+            )
+        labels = arr.astype(np.int64)
+        idx = np.arange(k)
+        smin = np.asarray(ndimage.minimum(population.scores, labels, idx), dtype=float)
+        smax = np.asarray(ndimage.maximum(population.scores, labels, idx), dtype=float)
+        return cls(population, arr.astype(_index_dtype(k)), npos == sizes, sizes, smin, smax,
+                   method="custom")
+
+    # ------------------------------------------------------------------ interface
+    @property
+    def n_strata(self) -> int:
+        """Number of strata K."""
+        return int(self.sizes.shape[0])
+
+    def stratum_of(self, positions: np.ndarray) -> np.ndarray:
+        """Stratum index of the items at ``positions``."""
+        return np.asarray(self.assignment[np.asarray(positions, dtype=np.int64)], dtype=np.int64)
+
+    def members(self, k: int) -> np.ndarray:
+        """Positions (population order) of the items of stratum ``k``, increasing."""
+        if self._members_order is None:
+            # stable sort of small integer keys: radix sort, O(N)
+            self._members_order = np.argsort(self.assignment, kind="stable")
+            self._members_offsets = np.concatenate([[0], np.cumsum(self.sizes)])
+        assert self._members_offsets is not None
+        return self._members_order[self._members_offsets[k] : self._members_offsets[k + 1]]
+
+    def to_dataset(self) -> xr.Dataset:
+        """Per-stratum facts as an :class:`xarray.Dataset` over dim ``stratum``."""
+        return xr.Dataset(
+            {
+                "N": ("stratum", self.sizes),
+                "predicted": ("stratum", self.predicted.astype(np.int8)),
+                "score_min": ("stratum", self.score_min),
+                "score_max": ("stratum", self.score_max),
+            },
+            coords={"stratum": np.arange(self.n_strata)},
+            attrs={"method": self.method, "variable": self.variable},
+        )
+
+    def __repr__(self) -> str:
+        kneg = int((~self.predicted).sum())
+        return (
+            f"Strata(method={self.method!r}, variable={self.variable!r}, K={self.n_strata} "
+            f"({kneg} predicted negative, {self.n_strata - kneg} predicted positive), "
+            f"N={int(self.sizes.sum()):,})"
+        )
+
+
+def _index_dtype(k: int) -> type:
+    return np.int16 if k < np.iinfo(np.int16).max else np.int32
+
+
+def _as_n_strata(n_strata: Any) -> tuple[int | str, int | str]:
+    def one(v: Any) -> int | str:
+        if isinstance(v, str) and v == "auto":
+            return v
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or int(v) < 1:
+            raise ValueError(
+                f"n_strata={n_strata!r} is not allowed; allowed: a positive int, 'auto', or a "
+                "(negative side, positive side) pair of them"
+            )
+        return int(v)
+
+    if isinstance(n_strata, tuple | list):
+        if len(n_strata) != 2:
+            raise ValueError(
+                f"n_strata={n_strata!r} has {len(n_strata)} entries; a pair is "
+                "(negative side, positive side)"
+            )
+        return one(n_strata[0]), one(n_strata[1])
+    v = one(n_strata)
+    return v, v
+
+
+def _confidence(population: Any, score_kind: str) -> np.ndarray:
+    scores = population.scores
+    preds = population.predictions
+    if score_kind == "auto":
+        score_kind = "probability" if (scores.min() >= 0.0 and scores.max() <= 1.0) else "margin"
+    if score_kind == "probability":
+        return np.where(preds, scores, 1.0 - scores)
+    threshold = population.threshold if population.threshold is not None else 0.0
+    return np.abs(scores - threshold)
+
+
+def _auto_n_strata(values: np.ndarray) -> int:
+    """The ``"auto"`` rule: Cochran's cube-root rule capped to [2, 20].
+
+    ``K = clip(round(N^(1/3) / 2), 2, 20)``, never more than the distinct values. Gains from
+    stratification level off after about 5-10 strata (Cochran 1977, section 5A.8; Kumar & Raj
+    section 4), so a cap of 20 keeps per-stratum label counts useful.
+    """
+    k = int(np.clip(round(values.shape[0] ** (1 / 3) / 2), 2, 20))
+    return k
+
+
+def _stratify_side(
+    values: np.ndarray, n: int, method: str, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Edges and local stratum index for one side (edges are lower edges of strata 1..)."""
+    edges = np.asarray(STRATIFIERS[method](values, n, rng=rng), dtype=np.float64)
+    edges = np.unique(edges)
+    vmin = values.min()
+    edges = edges[edges > vmin]
+    local = np.searchsorted(edges, values, side="right")
+    counts = np.bincount(local, minlength=edges.size + 1)
+    if (counts[1:] == 0).any():
+        keep = counts[1:] > 0
+        edges = edges[keep]
+        local = np.searchsorted(edges, values, side="right")
+    if edges.size + 1 < n and method == "equal_size":
+        uniq, cnt = np.unique(values, return_counts=True)
+        if uniq.size >= n:
+            edges = equal_size_from_counts(uniq, cnt, n)
+            local = np.searchsorted(edges, values, side="right")
+    return edges, local
+
+
+def stratify(
+    population: Population,
+    *,
+    method: str = "equal_size",
+    n_strata: int | str | tuple[int | str, int | str] = 10,
+    variable: str = "score",
+    score_kind: str = "auto",
+    rng: Any = None,
+) -> Strata:
+    """Stratify a population by predicted side and score.
+
+    Parameters
+    ----------
+    population : Population
+    method : str
+        One of :data:`bayes_eval._stratifiers.STRATIFIERS` (``"equal_size"``, ``"equal_width"``,
+        ...).
+    n_strata : int, "auto" or (int, int)
+        Strata per predicted side, or a (negative side, positive side) pair. A side with no items
+        gets none. Fewer strata than asked result only where ties or empty score ranges make
+        more impossible (e.g. ``"equal_width"`` bins with no items are merged into the one below).
+    variable : {"score", "confidence"}
+        Stratify on the score or on the classifier's confidence in its own prediction (the
+        probability of the predicted class for probabilistic scores, ``|score - threshold|`` for
+        margins), as Kumar & Raj do.
+    score_kind : {"auto", "probability", "margin"}
+        How to read scores for ``variable="confidence"``; ``"auto"`` takes scores within [0, 1]
+        as probabilities.
+    rng : int, Generator or None
+        For randomised stratifiers (k-means initialisation).
+
+    Returns
+    -------
+    Strata
+
+    Raises
+    ------
+    ValueError
+        For an unknown method, a bad ``n_strata`` or more strata than distinct values on a side.
+
+    Examples
+    --------
+    >>> import numpy as np, bayes_eval as be
+    >>> pop = be.Population(np.linspace(0, 1, 1000), threshold=0.5)
+    >>> s = be.stratify(pop, method="equal_size", n_strata=4)
+    >>> s.sizes.tolist()
+    [125, 125, 125, 125, 125, 125, 125, 125]
+    """
+    check_option(method, "method", tuple(STRATIFIERS))
+    check_option(variable, "variable", ("score", "confidence"))
+    check_option(score_kind, "score_kind", ("auto", "probability", "margin"))
+    wanted = _as_n_strata(n_strata)
+    gen = as_generator(rng)
+    preds = population.predictions
+    var = population.scores if variable == "score" else _confidence(population, score_kind)
+
+    k_total_guess = 0
+    side_results = []
+    for side, want in ((False, wanted[0]), (True, wanted[1])):
+        mask = preds == side
+        if not mask.any():
+            side_results.append(None)
+            continue
+        values = var[mask]
+        n = _auto_n_strata(values) if want == "auto" else int(want)
+        edges, local = _stratify_side(values, n, method, gen)
+        if edges.size + 1 < n and want != "auto":
+            distinct = np.unique(values).size
+            if distinct < n:
+                raise ValueError(
+                    f"n_strata={n} is more than the {distinct} distinct "
+                    f"{variable} value(s) on the predicted-{'positive' if side else 'negative'} "
+                    f"side; allowed: at most {distinct}"
+                )
+        side_results.append((mask, values, local, edges.size + 1))
+        k_total_guess += edges.size + 1
+
+    dtype = _index_dtype(k_total_guess)
+    assignment = np.empty(population.size, dtype=dtype)
+    sizes, predicted, smin, smax = [], [], [], []
+    offset = 0
+    scores = population.scores
+    for side, res in zip((False, True), side_results, strict=True):
+        if res is None:
+            continue
+        mask, values, local, k = res
+        side_scores = scores[mask]
+        idx = np.arange(k)
+        lo = np.asarray(ndimage.minimum(side_scores, local, idx), dtype=float).reshape(k)
+        hi = np.asarray(ndimage.maximum(side_scores, local, idx), dtype=float).reshape(k)
+        counts = np.bincount(local, minlength=k)
+        # number strata by increasing score within the side
+        order = np.argsort(lo, kind="stable")
+        rank = np.empty(k, dtype=np.int64)
+        rank[order] = np.arange(k)
+        assignment[mask] = (rank[local] + offset).astype(dtype)
+        sizes.append(counts[order])
+        smin.append(lo[order])
+        smax.append(hi[order])
+        predicted.append(np.full(k, side))
+        offset += k
+    return Strata(
+        population,
+        assignment,
+        np.concatenate(predicted),
+        np.concatenate(sizes),
+        np.concatenate(smin),
+        np.concatenate(smax),
+        method=method,
+        variable=variable,
+        requested=wanted,  # type: ignore[arg-type]
+    )
