@@ -47,7 +47,14 @@ from .metrics import METRICS, resolve_metrics
 from .priors import resolve_prior
 from .strata import Strata
 
-__all__ = ["MODELS", "MetricPosterior", "estimate", "estimate_counts", "posterior_from_theta"]
+__all__ = [
+    "MODELS",
+    "MetricPosterior",
+    "estimate",
+    "estimate_counts",
+    "estimate_from_stratum_counts",
+    "posterior_from_theta",
+]
 
 #: model name -> callable(strata, n, h, a, b, draws, rng, **kw) -> theta draws (draws, K) and info
 MODELS: dict[str, Any] = {}
@@ -335,8 +342,47 @@ def estimate(
         has_predicted_positive=bool(strata.sizes[strata.predicted].sum() > 0),
         has_predicted_negative=bool(strata.sizes[~strata.predicted].sum() > 0),
     )
-    gen = as_generator(rng)
     n, h = stratum_counts(strata, positions, values)
+    return estimate_from_stratum_counts(
+        strata, n, h, prior=(a, b, desc), finite_population=finite_population, draws=draws,
+        rng=rng, metrics=metrics, sampler=sampler, model=model, **model_kwargs,
+    )
+
+
+def estimate_from_stratum_counts(
+    strata: Strata,
+    n: np.ndarray,
+    h: np.ndarray,
+    *,
+    prior: Any = "jeffreys",
+    finite_population: bool = True,
+    draws: int = 40_000,
+    rng: RNGLike = None,
+    metrics: str | tuple[str, ...] | None = None,
+    sampler: str = "fast",
+    model: str = "independent",
+    **model_kwargs: Any,
+) -> MetricPosterior:
+    """:func:`estimate` from per-stratum label counts ``n_k`` and positives ``h_k``.
+
+    Used by the audit, which knows the stratum of every label it recorded, so that no pass over
+    the population is needed. ``prior`` may also be a resolved ``(a, b, description)`` triple.
+    """
+    draws = _check_draws(draws)
+    check_option(sampler, "sampler", ("fast", "exact"))
+    check_option(model, "model", ("independent", *MODELS))
+    k = strata.n_strata
+    n = np.asarray(n, dtype=np.int64)
+    h = np.asarray(h, dtype=np.int64)
+    if n.shape != (k,) or h.shape != (k,):
+        raise ValueError(f"n and h must have shape ({k},); got {n.shape} and {h.shape}")
+    if (n < 0).any() or (h < 0).any() or (h > n).any() or (n > strata.sizes).any():
+        raise ValueError("counts must satisfy 0 <= h_k <= n_k <= N_k for every stratum")
+    if isinstance(prior, tuple) and len(prior) == 3 and isinstance(prior[2], str):
+        a, b, desc = prior
+    else:
+        a, b, desc = resolve_prior(prior, k)
+    gen = as_generator(rng)
     extra: dict[str, xr.Dataset] = {}
     attrs: dict[str, Any] = {"strata_method": strata.method, "strata_variable": strata.variable}
     if model == "independent":
