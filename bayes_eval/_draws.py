@@ -121,9 +121,7 @@ class DrawSummaries:
 
     def prob_at_least(self, quantity: str, value: float) -> float:
         """Posterior probability that ``quantity >= value``."""
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(
-            value
-        ):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
             raise ValueError(f"value={value!r} must be a finite real number")
         return float(np.mean(self.draws(quantity) >= value))
 

@@ -17,9 +17,9 @@ __all__ = [
     "as_finite_1d",
     "as_generator",
     "check_level",
+    "check_nonnegative_int",
     "check_option",
     "check_positive_int",
-    "check_nonnegative_int",
 ]
 
 RNGLike = int | np.random.Generator | None
@@ -38,8 +38,10 @@ def as_generator(rng: RNGLike, name: str = "rng") -> np.random.Generator:
         return np.random.default_rng()
     if isinstance(rng, numbers.Integral) and not isinstance(rng, bool):
         if int(rng) < 0:
-            raise ValueError(f"{name}={rng!r} is negative; allowed: a non-negative int seed, "
-                             "a numpy.random.Generator or None")
+            raise ValueError(
+                f"{name}={rng!r} is negative; allowed: a non-negative int seed, "
+                "a numpy.random.Generator or None"
+            )
         return np.random.default_rng(int(rng))
     raise TypeError(
         f"{name}={_short(rng)} has type {type(rng).__name__}; allowed: an int seed, "
@@ -51,8 +53,10 @@ def check_option(value: Any, name: str, allowed: Iterable[str]) -> str:
     """Match ``value`` exactly against a closed set of string options."""
     allowed = tuple(allowed)
     if not isinstance(value, str) or value not in allowed:
-        raise ValueError(f"{name}={_short(value)} is not one of the allowed values: "
-                         + ", ".join(repr(a) for a in allowed))
+        raise ValueError(
+            f"{name}={_short(value)} is not one of the allowed values: "
+            + ", ".join(repr(a) for a in allowed)
+        )
     return value
 
 

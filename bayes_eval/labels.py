@@ -30,13 +30,13 @@ def as_label_values(values: Any, name: str = "labels") -> np.ndarray:
             bad = next(v for v in arr if not isinstance(v, int | float | bool | np.number))
             raise ValueError(f"{name} contains {bad!r}; allowed: 0, 1, True or False") from None
     if not np.issubdtype(arr.dtype, np.number):
-        raise ValueError(
-            f"{name} has dtype {arr.dtype}; allowed: 0, 1, True or False"
-        )
+        raise ValueError(f"{name} has dtype {arr.dtype}; allowed: 0, 1, True or False")
     ok = (arr == 0) | (arr == 1)
     if not ok.all():
         i = int(np.flatnonzero(~ok)[0])
-        raise ValueError(f"{name} contains {arr[i]!r} at position {i}; allowed: 0, 1, True or False")
+        raise ValueError(
+            f"{name} contains {arr[i].item()!r} at position {i}; allowed: 0, 1, True or False"
+        )
     return arr.astype(np.uint8)
 
 
@@ -62,8 +62,9 @@ def _split(labels: Any, name: str) -> tuple[Any, Any]:
     )
 
 
-def coerce_labels(labels: Any, population: Any, *, name: str = "labels") -> tuple[np.ndarray,
-                                                                                    np.ndarray]:
+def coerce_labels(
+    labels: Any, population: Any, *, name: str = "labels"
+) -> tuple[np.ndarray, np.ndarray]:
     """Validate labels against a population.
 
     Returns
@@ -97,7 +98,7 @@ def coerce_labels(labels: Any, population: Any, *, name: str = "labels") -> tupl
         clash = same_as_next & (val_sorted[1:] != val_sorted[:-1])
         if clash.any():
             i = int(np.flatnonzero(clash)[0])
-            bad_id = population.ids_at(pos_sorted[i : i + 1])[0]
+            bad_id = population.ids_at(pos_sorted[i : i + 1])[0].item()
             raise ValueError(
                 f"{name} gives id {bad_id!r} two different labels (0 and 1); "
                 "each item may have only one label"

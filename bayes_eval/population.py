@@ -8,6 +8,7 @@ only asks a population for the narrow interface listed in :class:`PopulationLike
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import numbers
 from pathlib import Path
@@ -62,7 +63,7 @@ def _as_predictions(predictions: Any, n: int) -> np.ndarray:
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise ValueError(
-            f"predictions has value {arr[i]!r} at position {i}; allowed: 0/1 or True/False"
+            f"predictions has value {arr[i].item()!r} at position {i}; allowed: 0/1 or True/False"
         )
     return arr.astype(bool)
 
@@ -93,7 +94,9 @@ def _as_ids(ids: Any, n: int) -> np.ndarray:
     index = pd.Index(arr)
     if not index.is_unique:
         dup = index[index.duplicated()][0]
-        raise ValueError(f"ids must be unique; id {dup!r} occurs more than once")
+        raise ValueError(
+            f"ids must be unique; id {getattr(dup, 'item', lambda: dup)()!r} occurs more than once"
+        )
     return arr
 
 
@@ -120,7 +123,7 @@ class Population:
     (4, 2)
     """
 
-    __slots__ = ("_ids", "_index", "_predictions", "_scores", "_threshold", "_fingerprint")
+    __slots__ = ("_fingerprint", "_ids", "_index", "_predictions", "_scores", "_threshold")
 
     def __init__(
         self,
@@ -171,8 +174,11 @@ class Population:
         """Build a population from columns of a :class:`pandas.DataFrame`."""
         if not isinstance(frame, pd.DataFrame):
             raise TypeError(f"frame has type {type(frame).__name__}; allowed: a pandas DataFrame")
-        for arg, col in (("score_col", score_col), ("id_col", id_col),
-                         ("prediction_col", prediction_col)):
+        for arg, col in (
+            ("score_col", score_col),
+            ("id_col", id_col),
+            ("prediction_col", prediction_col),
+        ):
             if col is not None and col not in frame.columns:
                 raise ValueError(
                     f"{arg}={col!r} is not a column of the frame; columns are {list(frame.columns)}"
@@ -212,11 +218,17 @@ class Population:
             from .dask_population import DaskPopulation
 
             return DaskPopulation.from_parquet(
-                path, score_col=score_col, id_col=id_col, prediction_col=prediction_col,
-                threshold=threshold, client=client,
+                path,
+                score_col=score_col,
+                id_col=id_col,
+                prediction_col=prediction_col,
+                threshold=threshold,
+                client=client,
             )
         if engine != "memory":
-            raise ValueError(f"engine={engine!r} is not one of the allowed values: 'memory', 'dask'")
+            raise ValueError(
+                f"engine={engine!r} is not one of the allowed values: 'memory', 'dask'"
+            )
         import pyarrow.parquet as pq
 
         columns = [c for c in (score_col, id_col, prediction_col) if c is not None]
@@ -225,16 +237,23 @@ class Population:
             raise ValueError(f"path={str(path)!r} does not exist")
         schema_names = pq.read_schema(path).names if path.is_file() else None
         if schema_names is not None:
-            for arg, col in (("score_col", score_col), ("id_col", id_col),
-                             ("prediction_col", prediction_col)):
+            for arg, col in (
+                ("score_col", score_col),
+                ("id_col", id_col),
+                ("prediction_col", prediction_col),
+            ):
                 if col is not None and col not in schema_names:
                     raise ValueError(
-                        f"{arg}={col!r} is not a column of {str(path)!r}; columns are {schema_names}"
+                        f"{arg}={col!r} is not a column of {str(path)!r}; "
+                        f"columns are {schema_names}"
                     )
         table = pq.read_table(path, columns=columns)
         return cls.from_pandas(
-            table.to_pandas(), score_col=score_col, id_col=id_col,
-            prediction_col=prediction_col, threshold=threshold,
+            table.to_pandas(),
+            score_col=score_col,
+            id_col=id_col,
+            prediction_col=prediction_col,
+            threshold=threshold,
         )
 
     # ----------------------------------------------------------------- narrow interface
@@ -310,23 +329,21 @@ class Population:
             bad = (arr < 0) | (arr >= self.size)
             if bad.any():
                 raise ValueError(
-                    f"{name} contains unknown id {arr[np.flatnonzero(bad)[0]]!r}; "
+                    f"{name} contains unknown id {arr[np.flatnonzero(bad)[0]].item()!r}; "
                     f"allowed: ids 0..{self.size - 1}"
                 )
             return arr.astype(np.int64)
         if self._index is None:
             self._index = pd.Index(self._ids)
         if np.issubdtype(self._ids.dtype, np.integer) and arr.dtype == object:
-            try:
+            with contextlib.suppress(TypeError, ValueError):
                 arr = arr.astype(np.int64)
-            except (TypeError, ValueError):
-                pass
         if np.issubdtype(self._ids.dtype, np.str_) and arr.dtype == object:
             arr = arr.astype(str)
         pos = self._index.get_indexer(arr)
         if (pos < 0).any():
             raise ValueError(
-                f"{name} contains unknown id {arr[np.flatnonzero(pos < 0)[0]]!r}; "
+                f"{name} contains unknown id {arr[np.flatnonzero(pos < 0)[0]].item()!r}; "
                 "allowed: ids of items in the population"
             )
         return pos.astype(np.int64)

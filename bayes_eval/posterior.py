@@ -10,9 +10,9 @@ Model (per stratum k, independent across strata):
     \\theta_k \\mid h_k \\sim \\mathrm{Beta}(a_k + h_k,\\; b_k + n_k - h_k).
 
 With ``finite_population=True`` the positives among the ``N_k - n_k`` unlabelled items are drawn
-``X_k | theta_k ~ Binomial(N_k - n_k, theta_k)`` (so ``X_k`` is beta-binomial a posteriori) and the
-stratum holds ``P_k = h_k + X_k`` positives: the metric is that of the actual population, and a fully
-labelled stratum contributes no uncertainty. With ``False``, ``P_k = N_k theta_k`` (the
+``X_k | theta_k ~ Binomial(N_k - n_k, theta_k)`` (so ``X_k`` is beta-binomial a posteriori) and
+the stratum holds ``P_k = h_k + X_k`` positives: the metric is that of the actual population, and a
+fully labelled stratum contributes no uncertainty. With ``False``, ``P_k = N_k theta_k`` (the
 infinite-population, or superpopulation, view). From the per-stratum positives, every Monte Carlo
 draw gives the confusion counts
 
@@ -216,8 +216,10 @@ def posterior_from_theta(
     coords = {"chain": [0], "draw": np.arange(draws), "stratum": np.arange(k)}
     posterior = xr.Dataset(post_vars, coords=coords)
     observed = xr.Dataset(
-        {"n": ("stratum", np.asarray(n, dtype=np.int64)),
-         "h": ("stratum", np.asarray(h, dtype=np.int64))},
+        {
+            "n": ("stratum", np.asarray(n, dtype=np.int64)),
+            "h": ("stratum", np.asarray(h, dtype=np.int64)),
+        },
         coords={"stratum": np.arange(k)},
     )
     constant = xr.Dataset(
@@ -254,13 +256,15 @@ def posterior_from_theta(
     )
 
 
-def _independent_theta(a_post: np.ndarray, b_post: np.ndarray, draws: int,
-                       rng: np.random.Generator, sampler: str) -> np.ndarray:
+def _independent_theta(
+    a_post: np.ndarray, b_post: np.ndarray, draws: int, rng: np.random.Generator, sampler: str
+) -> np.ndarray:
     return draw_beta(a_post, b_post, draws, rng, method=sampler)
 
 
-def stratum_counts(strata: Strata, positions: np.ndarray, values: np.ndarray) -> tuple[np.ndarray,
-                                                                                      np.ndarray]:
+def stratum_counts(
+    strata: Strata, positions: np.ndarray, values: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Labels ``n_k`` and positives ``h_k`` per stratum from labelled positions."""
     k = strata.n_strata
     s = strata.stratum_of(positions)
@@ -344,8 +348,17 @@ def estimate(
     )
     n, h = stratum_counts(strata, positions, values)
     return estimate_from_stratum_counts(
-        strata, n, h, prior=(a, b, desc), finite_population=finite_population, draws=draws,
-        rng=rng, metrics=metrics, sampler=sampler, model=model, **model_kwargs,
+        strata,
+        n,
+        h,
+        prior=(a, b, desc),
+        finite_population=finite_population,
+        draws=draws,
+        rng=rng,
+        metrics=metrics,
+        sampler=sampler,
+        model=model,
+        **model_kwargs,
     )
 
 
@@ -470,8 +483,9 @@ def estimate_counts(
         # stratum weights are the cell masses, theta the positive share within each side
         w_neg = cells[:, 2] + cells[:, 3]
         w_pos = cells[:, 0] + cells[:, 1]
-        metrics_sel = resolve_metrics(metrics, has_predicted_positive=tp + fp > 0,
-                                      has_predicted_negative=fn + tn > 0)
+        metrics_sel = resolve_metrics(
+            metrics, has_predicted_positive=tp + fp > 0, has_predicted_negative=fn + tn > 0
+        )
         ctp, cfp, cfn, ctn = cells.T
         cd = ("chain", "draw")
         post_vars: dict[str, Any] = {
@@ -492,24 +506,36 @@ def estimate_counts(
                     coords={"stratum": [0, 1]},
                 ),
                 "constant_data": xr.Dataset(
-                    {"N": ("stratum", [fn + tn, tp + fp]), "predicted": ("stratum", [0, 1]),
-                     "score_min": ("stratum", [np.nan, np.nan]),
-                     "score_max": ("stratum", [np.nan, np.nan]),
-                     "prior_a": ("stratum", [conc, conc]), "prior_b": ("stratum", [conc, conc])},
+                    {
+                        "N": ("stratum", [fn + tn, tp + fp]),
+                        "predicted": ("stratum", [0, 1]),
+                        "score_min": ("stratum", [np.nan, np.nan]),
+                        "score_max": ("stratum", [np.nan, np.nan]),
+                        "prior_a": ("stratum", [conc, conc]),
+                        "prior_b": ("stratum", [conc, conc]),
+                    },
                     coords={"stratum": [0, 1]},
                 ),
             }
         )
-        tree.attrs.update({"prior": f"dirichlet({conc:g})", "finite_population": 0,
-                           "model": "dirichlet", "created_by": f"bayes_eval {_version()}"})
-        return MetricPosterior(tree, metrics_sel, f"dirichlet({conc:g})", False, "dirichlet",
-                               tp + fp + fn + tn)
+        tree.attrs.update(
+            {
+                "prior": f"dirichlet({conc:g})",
+                "finite_population": 0,
+                "model": "dirichlet",
+                "created_by": f"bayes_eval {_version()}",
+            }
+        )
+        return MetricPosterior(
+            tree, metrics_sel, f"dirichlet({conc:g})", False, "dirichlet", tp + fp + fn + tn
+        )
     if not isinstance(predicted_sizes, tuple | list) or len(predicted_sizes) != 2:
         raise ValueError(
             f"predicted_sizes={predicted_sizes!r}; allowed: a pair (N_negative, N_positive)"
         )
-    n_neg, n_pos = (_count(v, nm) for v, nm in zip(predicted_sizes, ("N_negative", "N_positive"),
-                                                      strict=True))
+    n_neg, n_pos = (
+        _count(v, nm) for v, nm in zip(predicted_sizes, ("N_negative", "N_positive"), strict=True)
+    )
     if n_neg < fn + tn or n_pos < tp + fp:
         raise ValueError(
             f"predicted_sizes={predicted_sizes!r} is smaller than the labelled items "
@@ -523,8 +549,17 @@ def estimate_counts(
     a, b, desc = resolve_prior(prior, int(keep.sum()))
     theta = draw_beta(a + h, b + n - h, draws, gen)
     return posterior_from_theta(
-        theta, sizes=sizes, predicted=predicted, n=n, h=h, prior_a=a, prior_b=b,
-        prior_desc=desc, finite_population=True, metrics=metrics, rng=gen,
+        theta,
+        sizes=sizes,
+        predicted=predicted,
+        n=n,
+        h=h,
+        prior_a=a,
+        prior_b=b,
+        prior_desc=desc,
+        finite_population=True,
+        metrics=metrics,
+        rng=gen,
     )
 
 

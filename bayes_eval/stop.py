@@ -1,23 +1,73 @@
-"""Stopping rules for :meth:`bayes_eval.Audit.run`.
+"""Stopping rules for :meth:`bayes_eval.Audit.run` and :func:`bayes_eval.simulate`.
 
 A stopping rule is an object with
 
 * ``prepare(audit) -> None``: called once by ``Audit.run`` before the first look (a corrected
-  acceptance rule calibrates itself here);
+  acceptance rule calibrates itself here; the built-in rules reset their state);
 * ``check(audit, posterior) -> StopDecision``: called after every recorded batch with the current
   :class:`~bayes_eval.MetricPosterior`;
 * optionally ``certification(audit, posterior)``: the rule's verdict as a
-  :class:`~bayes_eval.Certification` (acceptance rules only).
+  :class:`~bayes_eval.Certification` (acceptance rules only). ``Audit.run`` stores it as
+  ``result.certification``.
+
+For :func:`bayes_eval.simulate`, which runs many audits in lock-step, a rule may also implement
+the vectorised pair
+
+* ``start_many(n_reps) -> state`` (a dict of arrays, one entry per replication) and
+* ``check_many(draws, n_labels, state, rows) -> stop``: ``draws`` are the metric's posterior draws
+  of the replications ``rows`` (shape ``(len(rows), D)``), ``n_labels`` their label counts; returns
+  a boolean array over ``rows`` and updates ``state[...][rows]`` in place.
+
+Rules without it are run by :func:`~bayes_eval.simulate` one replication at a time through
+``check`` (slower, same result).
 
 Rules combine with ``|`` (stop when any says stop) and ``&`` (stop when all do).
+
+Built-in rules: :class:`Budget`, :class:`HalfWidth` (Bennett & Carvalho's rule: the equal-tailed
+interval is within ±δ for T consecutive rounds), :class:`LowerBoundAbove` (naive acceptance:
+the nominal lower bound clears a target, uncorrected for repeated looks — see Webber et al. for
+why that overstates confidence). The corrected acceptance rule ``Accept(target, level=0.95,
+corrected=True)`` lives in :mod:`bayes_eval.certification` and is available here as
+``bayes_eval.stop.Accept``.
+
+References
+----------
+Bennett & Carvalho, ``../shared/seeds/000_51972d8d13fae9c1.txt`` (±δ with confidence 1-α for T
+consecutive rounds). Webber et al., ``../shared/seeds/002_bcc5f0faf615c660.txt`` (peeking at a
+nominal lower bound inflates false acceptance).
 """
 
 from __future__ import annotations
 
+import importlib
+import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["AllOf", "AnyOf", "StopDecision", "StopRule"]
+import numpy as np
+
+from ._validation import check_level, check_positive_int
+
+__all__ = [
+    "Accept",  # noqa: F822 - resolved lazily by __getattr__
+    "AllOf",
+    "AnyOf",
+    "Budget",
+    "HalfWidth",
+    "LowerBoundAbove",
+    "StopDecision",
+    "StopRule",
+    "find_certifier",
+    "supports_many",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Accept":  # lazy: certification imports audit machinery, which imports this module
+        value = importlib.import_module(".certification", __package__).Accept
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'bayes_eval.stop' has no attribute {name!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,11 +88,46 @@ class StopRule:
     def check(self, audit: Any, posterior: Any) -> StopDecision:  # pragma: no cover - abstract
         raise NotImplementedError("subclasses implement check()")
 
+    def start_many(self, n_reps: int) -> dict[str, Any]:  # pragma: no cover - optional
+        raise NotImplementedError(f"{type(self).__name__} has no vectorised form")
+
+    def check_many(
+        self, draws: np.ndarray, n_labels: np.ndarray, state: dict[str, Any], rows: np.ndarray
+    ) -> np.ndarray:  # pragma: no cover - optional
+        raise NotImplementedError(f"{type(self).__name__} has no vectorised form")
+
     def __or__(self, other: StopRule) -> AnyOf:
         return AnyOf(self, other)
 
     def __and__(self, other: StopRule) -> AllOf:
         return AllOf(self, other)
+
+
+def supports_many(rule: StopRule) -> bool:
+    """Whether ``rule`` (and every rule inside it) has the vectorised ``check_many`` form."""
+    if isinstance(rule, AnyOf | AllOf):
+        return all(supports_many(r) for r in rule.rules)
+    return type(rule).check_many is not StopRule.check_many
+
+
+def find_certifier(rule: StopRule | None) -> StopRule | None:
+    """The first rule (depth first, inside ``AnyOf``/``AllOf`` too) with a ``certification``
+    method, or None."""
+    if rule is None:
+        return None
+    if callable(getattr(rule, "certification", None)):
+        return rule
+    for r in getattr(rule, "rules", ()):
+        found = find_certifier(r)
+        if found is not None:
+            return found
+    return None
+
+
+def _check_rule(r: Any) -> StopRule:
+    if not isinstance(r, StopRule):
+        raise TypeError(f"stop rule {r!r} has type {type(r).__name__}; allowed: StopRule")
+    return r
 
 
 class AnyOf(StopRule):
@@ -51,8 +136,7 @@ class AnyOf(StopRule):
     def __init__(self, *rules: StopRule) -> None:
         flat: list[StopRule] = []
         for r in rules:
-            if not isinstance(r, StopRule):
-                raise TypeError(f"stop rule {r!r} has type {type(r).__name__}; allowed: StopRule")
+            _check_rule(r)
             flat.extend(r.rules if isinstance(r, AnyOf) else (r,))
         self.rules = tuple(flat)
 
@@ -63,8 +147,18 @@ class AnyOf(StopRule):
     def check(self, audit: Any, posterior: Any) -> StopDecision:
         decisions = [r.check(audit, posterior) for r in self.rules]
         hit = [d.reason for d in decisions if d.stop]
-        return StopDecision(bool(hit), "; ".join(hit),
-                            {"rules": [d.state for d in decisions]})
+        return StopDecision(bool(hit), "; ".join(hit), {"rules": [d.state for d in decisions]})
+
+    def start_many(self, n_reps: int) -> dict[str, Any]:
+        return {"rules": [r.start_many(n_reps) for r in self.rules]}
+
+    def check_many(
+        self, draws: np.ndarray, n_labels: np.ndarray, state: dict[str, Any], rows: np.ndarray
+    ) -> np.ndarray:
+        out = np.zeros(len(rows), dtype=bool)
+        for r, st in zip(self.rules, state["rules"], strict=True):
+            out |= r.check_many(draws, n_labels, st, rows)
+        return out
 
     def __repr__(self) -> str:
         return " | ".join(repr(r) for r in self.rules)
@@ -74,10 +168,11 @@ class AllOf(StopRule):
     """Stop only when every rule says stop."""
 
     def __init__(self, *rules: StopRule) -> None:
+        flat: list[StopRule] = []
         for r in rules:
-            if not isinstance(r, StopRule):
-                raise TypeError(f"stop rule {r!r} has type {type(r).__name__}; allowed: StopRule")
-        self.rules = tuple(rules)
+            _check_rule(r)
+            flat.extend(r.rules if isinstance(r, AllOf) else (r,))
+        self.rules = tuple(flat)
 
     def prepare(self, audit: Any) -> None:
         for r in self.rules:
@@ -86,8 +181,179 @@ class AllOf(StopRule):
     def check(self, audit: Any, posterior: Any) -> StopDecision:
         decisions = [r.check(audit, posterior) for r in self.rules]
         ok = all(d.stop for d in decisions)
-        return StopDecision(ok, "; ".join(d.reason for d in decisions) if ok else "",
-                            {"rules": [d.state for d in decisions]})
+        return StopDecision(
+            ok,
+            "; ".join(d.reason for d in decisions) if ok else "",
+            {"rules": [d.state for d in decisions]},
+        )
+
+    def start_many(self, n_reps: int) -> dict[str, Any]:
+        return {"rules": [r.start_many(n_reps) for r in self.rules]}
+
+    def check_many(
+        self, draws: np.ndarray, n_labels: np.ndarray, state: dict[str, Any], rows: np.ndarray
+    ) -> np.ndarray:
+        out = np.ones(len(rows), dtype=bool)
+        for r, st in zip(self.rules, state["rules"], strict=True):
+            out &= r.check_many(draws, n_labels, st, rows)  # every rule sees every look
+        return out
 
     def __repr__(self) -> str:
         return " & ".join(repr(r) for r in self.rules)
+
+
+def _real(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
+        raise TypeError(f"{name}={value!r} must be a finite real number")
+    return float(value)
+
+
+class Budget(StopRule):
+    """Stop once the audit holds at least ``n`` labels.
+
+    Parameters
+    ----------
+    n : int
+        Label budget (all recorded labels of the audit, including those of earlier runs).
+    """
+
+    def __init__(self, n: int) -> None:
+        self.n = check_positive_int(n, "n")
+
+    def check(self, audit: Any, posterior: Any) -> StopDecision:
+        used = int(audit.n_labels)
+        stop = used >= self.n
+        return StopDecision(
+            stop, f"budget of {self.n} labels reached" if stop else "", {"n_labels": used}
+        )
+
+    def start_many(self, n_reps: int) -> dict[str, Any]:
+        return {}
+
+    def check_many(
+        self, draws: np.ndarray, n_labels: np.ndarray, state: dict[str, Any], rows: np.ndarray
+    ) -> np.ndarray:
+        return np.asarray(n_labels) >= self.n
+
+    def __repr__(self) -> str:
+        return f"Budget({self.n})"
+
+
+class HalfWidth(StopRule):
+    """Bennett & Carvalho's rule: the metric is known to ±δ at ``level`` for T consecutive looks.
+
+    At every look the equal-tailed ``level`` credible interval ``[l, u]`` of the audit's metric is
+    computed; the look *passes* when its half-width
+
+    .. math:: w = (u - l) / 2 \\le \\delta,
+
+    and the rule stops after ``rounds`` consecutive passing looks.
+
+    Parameters
+    ----------
+    delta : float
+        Target half-width, in (0, 1].
+    level : float
+        Credible level of the interval (Bennett & Carvalho: 1 - α = 0.95).
+    rounds : int
+        Consecutive passing looks required (their T).
+
+    References
+    ----------
+    Bennett & Carvalho, ``../shared/seeds/000_51972d8d13fae9c1.txt``, Figure 1 (stopping
+    condition).
+
+    Examples
+    --------
+    >>> import bayes_eval as be
+    >>> be.stop.HalfWidth(0.01, level=0.95, rounds=2)
+    HalfWidth(0.01, level=0.95, rounds=2)
+    """
+
+    def __init__(self, delta: float, level: float = 0.95, rounds: int = 1) -> None:
+        delta = _real(delta, "delta")
+        if not 0.0 < delta <= 1.0:
+            raise ValueError(f"delta={delta!r} is outside the allowed range (0, 1]")
+        self.delta = delta
+        self.level = check_level(level, "level")
+        self.rounds = check_positive_int(rounds, "rounds")
+        self._streak = 0
+
+    def prepare(self, audit: Any) -> None:
+        self._streak = 0
+
+    def half_width(self, draws: np.ndarray) -> np.ndarray:
+        """Half-width of the equal-tailed interval of draws along the last axis."""
+        lo, hi = np.quantile(draws, [(1 - self.level) / 2, (1 + self.level) / 2], axis=-1)
+        return (hi - lo) / 2
+
+    def check(self, audit: Any, posterior: Any) -> StopDecision:
+        w = float(self.half_width(posterior.draws(audit.metric)))
+        self._streak = self._streak + 1 if w <= self.delta else 0
+        stop = self._streak >= self.rounds
+        reason = (
+            (
+                f"half-width {w:.4g} <= {self.delta:g} at level {self.level:g} for "
+                f"{self._streak} consecutive look(s)"
+            )
+            if stop
+            else ""
+        )
+        return StopDecision(stop, reason, {"half_width": w, "streak": self._streak})
+
+    def start_many(self, n_reps: int) -> dict[str, Any]:
+        return {"streak": np.zeros(n_reps, dtype=np.int64)}
+
+    def check_many(
+        self, draws: np.ndarray, n_labels: np.ndarray, state: dict[str, Any], rows: np.ndarray
+    ) -> np.ndarray:
+        w = self.half_width(draws)
+        streak = state["streak"]
+        streak[rows] = np.where(w <= self.delta, streak[rows] + 1, 0)
+        return streak[rows] >= self.rounds
+
+    def __repr__(self) -> str:
+        return f"HalfWidth({self.delta:g}, level={self.level:g}, rounds={self.rounds})"
+
+
+class LowerBoundAbove(StopRule):
+    """Naive acceptance: stop when the one-sided ``level`` lower credible bound of the metric is at
+    least ``target``.
+
+    The bound is the ``1 - level`` posterior quantile. Checked after every batch, this rule is
+    *not* corrected for repeated looks: its false-acceptance rate is well above ``1 - level``
+    (Webber et al. measured 31.55% at nominal 95%). Use ``bayes_eval.stop.Accept`` for the
+    calibrated version.
+
+    References
+    ----------
+    Webber et al., ``../shared/seeds/002_bcc5f0faf615c660.txt``.
+    """
+
+    def __init__(self, target: float, level: float = 0.95) -> None:
+        self.target = _real(target, "target")
+        self.level = check_level(level, "level")
+
+    def check(self, audit: Any, posterior: Any) -> StopDecision:
+        lb = float(np.quantile(posterior.draws(audit.metric), 1.0 - self.level))
+        stop = lb >= self.target
+        reason = (
+            (
+                f"{audit.metric} lower bound {lb:.4g} >= {self.target:g} at level "
+                f"{self.level:g} (uncorrected)"
+            )
+            if stop
+            else ""
+        )
+        return StopDecision(stop, reason, {"lower_bound": lb})
+
+    def start_many(self, n_reps: int) -> dict[str, Any]:
+        return {}
+
+    def check_many(
+        self, draws: np.ndarray, n_labels: np.ndarray, state: dict[str, Any], rows: np.ndarray
+    ) -> np.ndarray:
+        return np.quantile(draws, 1.0 - self.level, axis=-1) >= self.target
+
+    def __repr__(self) -> str:
+        return f"LowerBoundAbove({self.target:g}, level={self.level:g})"

@@ -122,8 +122,15 @@ class Strata:
         idx = np.arange(k)
         smin = np.asarray(ndimage.minimum(population.scores, labels, idx), dtype=float)
         smax = np.asarray(ndimage.maximum(population.scores, labels, idx), dtype=float)
-        return cls(population, arr.astype(_index_dtype(k)), npos == sizes, sizes, smin, smax,
-                   method="custom")
+        return cls(
+            population,
+            arr.astype(_index_dtype(k)),
+            npos == sizes,
+            sizes,
+            smin,
+            smax,
+            method="custom",
+        )
 
     # ------------------------------------------------------------------ interface
     @property
@@ -203,37 +210,67 @@ def _confidence(population: Any, score_kind: str) -> np.ndarray:
     return np.abs(scores - threshold)
 
 
-def _auto_n_strata(values: np.ndarray) -> int:
-    """The ``"auto"`` rule: Cochran's cube-root rule capped to [2, 20].
+#: most strata per side chosen by ``n_strata="auto"``
+AUTO_MAX_STRATA = 10
 
-    ``K = clip(round(N^(1/3) / 2), 2, 20)``, never more than the distinct values. Gains from
-    stratification level off after about 5-10 strata (Cochran 1977, section 5A.8; Kumar & Raj
-    section 4), so a cap of 20 keeps per-stratum label counts useful.
+
+def _auto_n_strata(values: np.ndarray) -> int:
+    """The ``"auto"`` rule: ``K = clip(round(N^(1/3) / 2), 2, 10)`` strata per side.
+
+    The cube-root growth is the rate at which the number of classes of a density estimate may
+    grow (Freedman–Diaconis), so that every stratum keeps many items; the cap of 10 follows the
+    seed papers: Kumar & Raj (section 4, Figures 3 and 5) vary K from 2 to 10 and find that
+    "once K is large enough major variation in MVR values cannot be expected", OPT-A1 does best
+    at K = 6-7, and Bennett & Carvalho use K = 4; Cochran (1977, section 5A.8) shows the gain of
+    more strata levels off after about six. Each extra stratum also costs the sequential designs
+    an initial sample (``n_ini`` labels per stratum in Kumar & Raj's OPT-A1/A2, ``D0`` in Bennett
+    & Carvalho's Figure 1), which a larger K spends before any optimisation can start. N = 1000
+    gives 5 strata per side, N >= 8000 gives 10. Never more than the distinct values.
     """
-    k = int(np.clip(round(values.shape[0] ** (1 / 3) / 2), 2, 20))
+    k = int(np.clip(round(values.shape[0] ** (1 / 3) / 2), 2, AUTO_MAX_STRATA))
     return k
+
+
+def _locate(values: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Local stratum index (number of edges <= value) and counts per stratum.
+
+    One comparison pass per edge; for the few edges of a stratification this is several times
+    faster than a binary search (``np.searchsorted``) over 10^7 values.
+    """
+    m = edges.shape[0]
+    if m > 64:
+        local = np.searchsorted(edges, values, side="right")
+        return local, np.bincount(local, minlength=m + 1)
+    local = np.zeros(values.shape[0], dtype=np.int16 if m < 32000 else np.int32)
+    ge = np.empty(m + 2, dtype=np.int64)
+    ge[0] = values.shape[0]
+    ge[m + 1] = 0
+    for j, e in enumerate(edges):
+        above = values >= e
+        ge[j + 1] = np.count_nonzero(above)
+        local += above
+    return local, ge[:-1] - ge[1:]
 
 
 def _stratify_side(
     values: np.ndarray, n: int, method: str, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray]:
-    """Edges and local stratum index for one side (edges are lower edges of strata 1..)."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Edges, local stratum index and counts for one side (edges are lower edges of strata 1..)."""
     edges = np.asarray(STRATIFIERS[method](values, n, rng=rng), dtype=np.float64)
     edges = np.unique(edges)
     vmin = values.min()
     edges = edges[edges > vmin]
-    local = np.searchsorted(edges, values, side="right")
-    counts = np.bincount(local, minlength=edges.size + 1)
+    local, counts = _locate(values, edges)
     if (counts[1:] == 0).any():
         keep = counts[1:] > 0
         edges = edges[keep]
-        local = np.searchsorted(edges, values, side="right")
+        local, counts = _locate(values, edges)
     if edges.size + 1 < n and method == "equal_size":
         uniq, cnt = np.unique(values, return_counts=True)
         if uniq.size >= n:
             edges = equal_size_from_counts(uniq, cnt, n)
-            local = np.searchsorted(edges, values, side="right")
-    return edges, local
+            local, counts = _locate(values, edges)
+    return edges, local, counts
 
 
 def stratify(
@@ -251,16 +288,25 @@ def stratify(
     ----------
     population : Population
     method : str
-        One of :data:`bayes_eval._stratifiers.STRATIFIERS` (``"equal_size"``, ``"equal_width"``,
-        ...).
+        One of :data:`bayes_eval._stratifiers.STRATIFIERS`: ``"equal_size"`` (percentiles),
+        ``"equal_width"``, ``"cum_sqrt_f"`` (Dalenius–Hodges), ``"cum_cbrt_f"``,
+        ``"weighted_mean"`` (Hansen–Hurwitz–Madow), ``"kmeans"``, ``"gmm"`` (Kumar & Raj,
+        section 3.5). Densities come from equal-width histograms
+        (:func:`bayes_eval._stratifiers.histogram_bins`).
     n_strata : int, "auto" or (int, int)
-        Strata per predicted side, or a (negative side, positive side) pair. A side with no items
-        gets none. Fewer strata than asked result only where ties or empty score ranges make
+        Strata per predicted side, or a (negative side, positive side) pair. ``"auto"`` takes
+        ``clip(round(N_side^(1/3) / 2), 2, 10)`` (see ``_auto_n_strata``: the gains of more strata
+        level off by K = 6-10 in Kumar & Raj, section 4). A side with no items gets none. Fewer strata than asked result only where ties or empty score ranges make
         more impossible (e.g. ``"equal_width"`` bins with no items are merged into the one below).
     variable : {"score", "confidence"}
         Stratify on the score or on the classifier's confidence in its own prediction (the
         probability of the predicted class for probabilistic scores, ``|score - threshold|`` for
-        margins), as Kumar & Raj do.
+        margins), as Kumar & Raj do (section 3.5). Strata never straddle the threshold, and on
+        each side the confidence is an affine, order-reversing (negative side) or order-keeping
+        (positive side) map of the score, so equal-width, equal-size, cumulative-root, k-means
+        and GMM strata are the same as on the score (up to which side of an edge a tie falls);
+        the weighted-mean rule, which uses the values themselves, differs. Probabilities below
+        about 1e-16 all have confidence 1.0 in floating point and so fall in one stratum.
     score_kind : {"auto", "probability", "margin"}
         How to read scores for ``variable="confidence"``; ``"auto"`` takes scores within [0, 1]
         as probabilities.
@@ -301,7 +347,7 @@ def stratify(
             continue
         values = var[mask]
         n = _auto_n_strata(values) if want == "auto" else int(want)
-        edges, local = _stratify_side(values, n, method, gen)
+        edges, local, counts = _stratify_side(values, n, method, gen)
         if edges.size + 1 < n and want != "auto":
             distinct = np.unique(values).size
             if distinct < n:
@@ -310,7 +356,7 @@ def stratify(
                     f"{variable} value(s) on the predicted-{'positive' if side else 'negative'} "
                     f"side; allowed: at most {distinct}"
                 )
-        side_results.append((mask, values, local, edges.size + 1))
+        side_results.append((mask, local, counts, edges.size + 1))
         k_total_guess += edges.size + 1
 
     dtype = _index_dtype(k_total_guess)
@@ -321,12 +367,12 @@ def stratify(
     for side, res in zip((False, True), side_results, strict=True):
         if res is None:
             continue
-        mask, values, local, k = res
+        mask, local, counts, k = res
         side_scores = scores[mask]
-        idx = np.arange(k)
-        lo = np.asarray(ndimage.minimum(side_scores, local, idx), dtype=float).reshape(k)
-        hi = np.asarray(ndimage.maximum(side_scores, local, idx), dtype=float).reshape(k)
-        counts = np.bincount(local, minlength=k)
+        lo = np.full(k, np.inf)
+        hi = np.full(k, -np.inf)
+        np.minimum.at(lo, local, side_scores)
+        np.maximum.at(hi, local, side_scores)
         # number strata by increasing score within the side
         order = np.argsort(lo, kind="stable")
         rank = np.empty(k, dtype=np.int64)

@@ -1,0 +1,125 @@
+"""Stratification invariants common to every stratifier, and bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import bayes_eval as be
+from bayes_eval._stratifiers import STRATIFIERS
+
+
+def _check_strata(pop, strata):
+    a = np.asarray(strata.assignment)
+    k = strata.n_strata
+    # every item assigned, sizes match, no empty stratum
+    assert a.shape == (pop.size,)
+    assert np.array_equal(np.bincount(a, minlength=k), strata.sizes)
+    assert (strata.sizes > 0).all()
+    # each stratum on one predicted side, and the side matches
+    for j in range(k):
+        preds = pop.predictions[a == j]
+        assert (preds == strata.predicted[j]).all()
+    # ties never split: every distinct score lives in one stratum
+    order = np.lexsort((a, pop.scores))
+    s, st = pop.scores[order], a[order]
+    same = s[1:] == s[:-1]
+    assert (st[1:][same] == st[:-1][same]).all()
+    # negatives first, strata ordered by score within a side, ranges disjoint
+    assert not np.any(strata.predicted[:-1] & ~strata.predicted[1:])
+    for side in (False, True):
+        idx = np.flatnonzero(strata.predicted == side)
+        assert (strata.score_max[idx][:-1] < strata.score_min[idx][1:]).all()
+    # members agree with assignment
+    for j in range(k):
+        assert np.array_equal(strata.members(j), np.flatnonzero(a == j))
+
+
+@pytest.mark.parametrize("method", sorted(STRATIFIERS))
+@pytest.mark.parametrize("variable", ["score", "confidence"])
+def test_invariants_every_method(method, variable):
+    rng = np.random.default_rng(3)
+    scores = np.round(rng.beta(0.6, 2.0, 5000), 3)  # ties on purpose
+    pop = be.Population(scores, threshold=0.4)
+    strata = be.stratify(pop, method=method, n_strata=5, variable=variable, rng=0)
+    _check_strata(pop, strata)
+    assert strata.n_strata <= 10
+
+
+def test_equal_size_exact_counts():
+    pop = be.Population(np.arange(1000) / 1000, threshold=0.5)
+    strata = be.stratify(pop, method="equal_size", n_strata=(2, 5))
+    assert strata.sizes.tolist() == [250, 250, 100, 100, 100, 100, 100]
+    assert strata.predicted.tolist() == [False, False, True, True, True, True, True]
+
+
+def test_threshold_is_boundary_even_for_equal_width():
+    scores = np.linspace(0, 1, 1001)
+    pop = be.Population(scores, threshold=0.37)
+    strata = be.stratify(pop, method="equal_width", n_strata=3)
+    _check_strata(pop, strata)
+    neg = ~strata.predicted
+    assert strata.score_max[neg].max() < 0.37 <= strata.score_min[~neg].min()
+
+
+def test_heavy_ties_still_give_requested_strata():
+    scores = np.concatenate([np.zeros(900), np.arange(1, 101) / 100])
+    pop = be.Population(scores, predictions=np.zeros(1000, bool))
+    strata = be.stratify(pop, method="equal_size", n_strata=4)
+    _check_strata(pop, strata)
+    assert strata.n_strata == 4
+    assert strata.sizes[0] == 900
+
+
+def test_side_without_items_gets_no_strata():
+    pop = be.Population(np.linspace(0.6, 1, 100), threshold=0.5)
+    strata = be.stratify(pop, n_strata=4)
+    assert strata.predicted.all() and strata.n_strata == 4
+
+
+def test_empty_width_bins_are_merged():
+    scores = np.concatenate([np.zeros(50), np.full(10, 0.05), np.ones(50) * 0.9])
+    pop = be.Population(scores, predictions=np.zeros(110, bool))
+    strata = be.stratify(pop, method="equal_width", n_strata=3)
+    _check_strata(pop, strata)
+    assert strata.n_strata == 2
+
+
+def test_from_assignment_and_mixed_side_refused():
+    pop = be.Population(np.array([0.1, 0.2, 0.8, 0.9]), threshold=0.5)
+    s = be.Strata.from_assignment(pop, [0, 0, 1, 1])
+    assert s.predicted.tolist() == [False, True]
+    with pytest.raises(ValueError, match="mixes predicted"):
+        be.Strata.from_assignment(pop, [0, 1, 1, 1])
+    with pytest.raises(ValueError, match="empty"):
+        be.Strata.from_assignment(pop, [0, 0, 2, 2])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"method": "quantile"}, "method='quantile'"),
+        ({"method": "Equal_size"}, "method='Equal_size'"),
+        ({"n_strata": 0}, "n_strata"),
+        ({"n_strata": 2.5}, "n_strata"),
+        ({"n_strata": (1, 2, 3)}, "pair"),
+        ({"n_strata": 7}, "distinct"),
+        ({"variable": "margin"}, "variable"),
+    ],
+)
+def test_bad_stratify_input(kwargs, match):
+    pop = be.Population(np.array([0.1, 0.2, 0.3, 0.6, 0.7, 0.8, 0.9]), threshold=0.5)
+    with pytest.raises(ValueError, match=match):
+        be.stratify(pop, **kwargs)
+
+
+def test_stratify_scales_without_full_sort():
+    # correctness at scale (timing is in benchmarks/bench_stratify.py)
+    rng = np.random.default_rng(0)
+    pop = be.Population(rng.random(1_000_000), threshold=0.5)
+    strata = be.stratify(pop, n_strata=10)
+    assert strata.n_strata == 20
+    for side in (False, True):
+        sizes = strata.sizes[strata.predicted == side]
+        assert sizes.max() - sizes.min() <= 1
+        assert sizes.sum() == int((pop.predictions == side).sum())
