@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import importlib
 import numbers
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,14 +80,15 @@ class StopDecision:
     state: dict[str, Any] = field(default_factory=dict)
 
 
-class StopRule:
+class StopRule(ABC):
     """Base class for stopping rules (see module docstring)."""
 
     def prepare(self, audit: Any) -> None:
         """Called once before the first look."""
 
-    def check(self, audit: Any, posterior: Any) -> StopDecision:  # pragma: no cover - abstract
-        raise NotImplementedError("subclasses implement check()")
+    @abstractmethod
+    def check(self, audit: Any, posterior: Any) -> StopDecision:
+        """Decide after a look whether to stop."""
 
     def start_many(self, n_reps: int) -> dict[str, Any]:  # pragma: no cover - optional
         raise NotImplementedError(f"{type(self).__name__} has no vectorised form")
