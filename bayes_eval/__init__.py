@@ -32,6 +32,7 @@ _LAZY = {
     "pairwise_totals": ".recall_pairs",
     "compare_totals": ".recall_pairs",
     "RecallFromTotal": ".recall_pairs",
+    "RecallAboveOneWarning": ".recall_pairs",
     "neighbour_terms": ".cooccurrence",
     "keyword_pair": ".cooccurrence",
     "keyword_flags": ".cooccurrence",
