@@ -252,24 +252,31 @@ def _locate(values: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return local, ge[:-1] - ge[1:]
 
 
+def _counts_only(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    ge = [values.shape[0]] + [int(np.count_nonzero(values >= e)) for e in edges] + [0]
+    return -np.diff(np.asarray(ge, dtype=np.int64))
+
+
 def _stratify_side(
-    values: np.ndarray, n: int, method: str, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Edges, local stratum index and counts for one side (edges are lower edges of strata 1..)."""
+    values: np.ndarray, n: int, method: str, rng: np.random.Generator, need_local: bool = True
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+    """Edges, local stratum index (if ``need_local``) and counts for one side (edges are lower
+    edges of strata 1..)."""
+    locate = _locate if need_local else (lambda v, e: (None, _counts_only(v, e)))
     edges = np.asarray(STRATIFIERS[method](values, n, rng=rng), dtype=np.float64)
     edges = np.unique(edges)
     vmin = values.min()
     edges = edges[edges > vmin]
-    local, counts = _locate(values, edges)
+    local, counts = locate(values, edges)
     if (counts[1:] == 0).any():
         keep = counts[1:] > 0
         edges = edges[keep]
-        local, counts = _locate(values, edges)
+        local, counts = locate(values, edges)
     if edges.size + 1 < n and method == "equal_size":
         uniq, cnt = np.unique(values, return_counts=True)
         if uniq.size >= n:
             edges = equal_size_from_counts(uniq, cnt, n)
-            local, counts = _locate(values, edges)
+            local, counts = locate(values, edges)
     return edges, local, counts
 
 
@@ -296,8 +303,9 @@ def stratify(
     n_strata : int, "auto" or (int, int)
         Strata per predicted side, or a (negative side, positive side) pair. ``"auto"`` takes
         ``clip(round(N_side^(1/3) / 2), 2, 10)`` (see ``_auto_n_strata``: the gains of more strata
-        level off by K = 6-10 in Kumar & Raj, section 4). A side with no items gets none. Fewer strata than asked result only where ties or empty score ranges make
-        more impossible (e.g. ``"equal_width"`` bins with no items are merged into the one below).
+        level off by K = 6-10 in Kumar & Raj, section 4). A side with no items gets none.
+        Fewer strata than asked result only where ties or empty score ranges make more
+        impossible (e.g. ``"equal_width"`` bins with no items are merged into the one below).
     variable : {"score", "confidence"}
         Stratify on the score or on the classifier's confidence in its own prediction (the
         probability of the predicted class for probabilistic scores, ``|score - threshold|`` for
@@ -330,6 +338,11 @@ def stratify(
     >>> s.sizes.tolist()
     [125, 125, 125, 125, 125, 125, 125, 125]
     """
+    lazy = getattr(population, "stratify_lazy", None)
+    if lazy is not None:  # out-of-core populations (bayes_eval.dask_population)
+        return lazy(
+            method=method, n_strata=n_strata, variable=variable, score_kind=score_kind, rng=rng
+        )
     check_option(method, "method", tuple(STRATIFIERS))
     check_option(variable, "variable", ("score", "confidence"))
     check_option(score_kind, "score_kind", ("auto", "probability", "margin"))
@@ -337,6 +350,7 @@ def stratify(
     gen = as_generator(rng)
     preds = population.predictions
     var = population.scores if variable == "score" else _confidence(population, score_kind)
+    fast = variable == "score" and population.threshold is not None
 
     k_total_guess = 0
     side_results = []
@@ -347,7 +361,7 @@ def stratify(
             continue
         values = var[mask]
         n = _auto_n_strata(values) if want == "auto" else int(want)
-        edges, local, counts = _stratify_side(values, n, method, gen)
+        edges, local, counts = _stratify_side(values, n, method, gen, need_local=not fast)
         if edges.size + 1 < n and want != "auto":
             distinct = np.unique(values).size
             if distinct < n:
@@ -356,10 +370,12 @@ def stratify(
                     f"{variable} value(s) on the predicted-{'positive' if side else 'negative'} "
                     f"side; allowed: at most {distinct}"
                 )
-        side_results.append((mask, local, counts, edges.size + 1))
+        side_results.append((mask, local, counts, edges.size + 1, edges))
         k_total_guess += edges.size + 1
 
     dtype = _index_dtype(k_total_guess)
+    if fast:
+        return _by_score_edges(population, side_results, dtype, method, wanted)
     assignment = np.empty(population.size, dtype=dtype)
     sizes, predicted, smin, smax = [], [], [], []
     offset = 0
@@ -367,7 +383,7 @@ def stratify(
     for side, res in zip((False, True), side_results, strict=True):
         if res is None:
             continue
-        mask, local, counts, k = res
+        mask, local, counts, k, _ = res
         side_scores = scores[mask]
         lo = np.full(k, np.inf)
         hi = np.full(k, -np.inf)
@@ -393,4 +409,46 @@ def stratify(
         method=method,
         variable=variable,
         requested=wanted,  # type: ignore[arg-type]
+    )
+
+
+def _by_score_edges(
+    population: Any, side_results: list, dtype: type, method: str, wanted: Any
+) -> Strata:
+    """Fast path when predictions come from a threshold and strata are score intervals.
+
+    Then every stratum is a half-open score interval and the threshold separates the sides, so
+    the stratum of an item is the number of (global, increasing) edges at or below its score:
+    one comparison pass per edge over the whole population, with no masked copies.
+    """
+    scores = population.scores
+    parts = []
+    sizes, predicted = [], []
+    for side, res in zip((False, True), side_results, strict=True):
+        if res is None:
+            continue
+        _, _, counts, k, edges = res
+        if side and side_results[0] is not None:
+            parts.append(np.asarray([population.threshold], dtype=np.float64))
+        parts.append(edges)
+        sizes.append(counts)
+        predicted.append(np.full(k, side))
+    global_edges = np.concatenate(parts)
+    assignment, _ = _locate(scores, global_edges)
+    assignment = assignment.astype(dtype, copy=False)
+    k_total = global_edges.shape[0] + 1
+    lo = np.full(k_total, np.inf)
+    hi = np.full(k_total, -np.inf)
+    np.minimum.at(lo, assignment, scores)
+    np.maximum.at(hi, assignment, scores)
+    return Strata(
+        population,
+        assignment,
+        np.concatenate(predicted),
+        np.concatenate(sizes),
+        lo,
+        hi,
+        method=method,
+        variable="score",
+        requested=wanted,
     )
