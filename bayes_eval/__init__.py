@@ -19,7 +19,7 @@ _LAZY = {
     "allocate": ".allocation",
     "Audit": ".audit",
     "AuditResult": ".audit",
-    "simulate": ".simulate",
+    "simulate": ".simulation",
     "stop": ".stop",
     "certify": ".certification",
     "Certification": ".certification",

@@ -83,7 +83,7 @@ class StopDecision:
 class StopRule(ABC):
     """Base class for stopping rules (see module docstring)."""
 
-    def prepare(self, audit: Any) -> None:
+    def prepare(self, audit: Any) -> None:  # noqa: B027 - optional hook, no-op by default
         """Called once before the first look."""
 
     @abstractmethod

@@ -1,0 +1,715 @@
+"""Replicated audits against known labels: the simulation harness behind every benchmark.
+
+:func:`simulate` runs ``n_reps`` independent audits per design on a population whose labels are all
+known, and reports how many labels each used, what it estimated and whether its interval covered
+the truth.
+
+What one replication does is exactly what :class:`bayes_eval.Audit` does, in distribution:
+
+1. the design splits the next batch over the strata (``design.allocate(state, m, rng)`` on the same
+   :class:`~bayes_eval.designs.DesignState` the audit builds);
+2. within stratum ``k``, ``c_k`` items are drawn uniformly without replacement from the items not
+   yet labelled. The audit does this with hash-keyed bottom-k sampling; here only the number of
+   positives among them matters, which is hypergeometric,
+
+   .. math:: \\Delta h_k \\sim \\mathrm{Hypergeometric}(P_k - h_k,\\;
+             (N_k - P_k) - (n_k - h_k),\\; c_k),
+
+   where ``P_k`` is the stratum's true number of positives; so no item ids are drawn at all;
+3. the posterior of the metric is the stratified beta-binomial posterior of
+   :func:`bayes_eval.posterior.estimate_from_stratum_counts` (``theta_k ~ Beta(a_k + h_k,
+   b_k + n_k - h_k)``, the unlabelled remainder ``Binomial(N_k - n_k, theta_k)`` with
+   ``finite_population=True``), computed for all replications at once as one
+   ``(reps, draws, K)`` array;
+4. the stop rule looks after every batch (vectorised ``check_many`` when the rule has it, else
+   one replication at a time through ``check``).
+
+Replications run in lock-step (all take their b-th batch together) and the same per-replication
+seeds are used for every design (common random numbers), which sharpens comparisons of designs.
+
+References
+----------
+Bennett & Carvalho, ``../shared/seeds/000_51972d8d13fae9c1.txt`` (Table 1: labels needed for ±δ,
+InConf = coverage). Kumar & Raj, ``../shared/seeds/003_d8c568d527ba610a.txt`` (variance ratio
+against random sampling).
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import inspect
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from ._sampling import NORMAL_MIN_VARIANCE
+from ._validation import (
+    RNGLike,
+    as_generator,
+    check_level,
+    check_option,
+    check_positive_int,
+)
+from .designs import DESIGNS, DesignState, make_design
+from .metrics import METRICS
+from .posterior import MODELS, estimate_from_stratum_counts
+from .priors import resolve_prior
+from .stop import AnyOf, StopRule, supports_many
+
+__all__ = ["simulate", "truth_counts"]
+
+#: max elements of one (reps, draws, K) block of posterior draws (small blocks stay in cache:
+#: measured 2x faster than one big block)
+_BLOCK_ELEMENTS = 300_000
+
+
+def _split_data(data: Any, truth: Any) -> tuple[Any, np.ndarray]:
+    if truth is None and hasattr(data, "population") and hasattr(data, "truth"):
+        pop, truth = data.population, data.truth
+    elif truth is None and isinstance(data, tuple) and len(data) == 2:
+        pop, truth = data
+    elif truth is not None:
+        pop = data
+    else:
+        raise TypeError(
+            f"data has type {type(data).__name__}; allowed: a LabelledPopulation (with "
+            ".population and .truth), a (population, truth) pair, or a population with truth="
+        )
+    arr = np.asarray(truth)
+    if arr.shape != (pop.size,):
+        raise ValueError(
+            f"truth has shape {arr.shape}; allowed: one 0/1 label per item, shape ({pop.size},)"
+        )
+    if arr.dtype != bool:
+        if not np.issubdtype(arr.dtype, np.number) or not np.isin(arr, (0, 1)).all():
+            raise ValueError("truth must hold only 0/1 or True/False labels")
+        arr = arr.astype(bool)
+    return pop, arr
+
+
+def truth_counts(strata: Any, truth: np.ndarray) -> np.ndarray:
+    """True positives per stratum, ``P_k = sum_{i in k} y_i`` (one pass over the population)."""
+    assignment = np.asarray(strata.assignment, dtype=np.int64)
+    return (
+        np.bincount(
+            assignment, weights=np.asarray(truth, dtype=np.float64), minlength=strata.n_strata
+        )
+        .round()
+        .astype(np.int64)
+    )
+
+
+def _true_metric(strata: Any, positives: np.ndarray, metric: str) -> float:
+    sizes = strata.sizes.astype(np.float64)
+    pred = strata.predicted
+    tp = positives[pred].sum()
+    fn = positives[~pred].sum()
+    fp = sizes[pred].sum() - tp
+    tn = sizes[~pred].sum() - fn
+    return float(
+        METRICS[metric].func(
+            np.array([tp], float),
+            np.array([fp], float),
+            np.array([fn], float),
+            np.array([tn], float),
+        )[0]
+    )
+
+
+def _parse_designs(
+    designs: Any, design_options: Mapping[str, Any] | None
+) -> list[tuple[str, Any, dict[str, Any]]]:
+    """-> list of (label, design name or object, options)."""
+    opts_by_name = dict(design_options or {})
+    out: list[tuple[str, Any, dict[str, Any]]] = []
+    if isinstance(designs, str):
+        designs = [designs]
+    if isinstance(designs, Mapping):
+        items = list(designs.items())
+    elif isinstance(designs, Sequence):
+        items = []
+        for d in designs:
+            label = d if isinstance(d, str) else getattr(d, "name", type(d).__name__)
+            items.append((label, d))
+    else:
+        raise TypeError(
+            f"designs has type {type(designs).__name__}; allowed: a design name, a list of names,"
+            " or a mapping label -> name or (name, options)"
+        )
+    if not items:
+        raise ValueError("designs is empty; give at least one design")
+    for label, spec in items:
+        options: dict[str, Any] = {}
+        if isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[1], Mapping):
+            spec, options = spec[0], dict(spec[1])
+        if isinstance(spec, str):
+            check_option(spec, "designs", tuple(DESIGNS))
+            options = {**opts_by_name.get(spec, {}), **options}
+            if label != spec:
+                options = {**opts_by_name.get(label, {}), **options}
+        elif not hasattr(spec, "allocate"):
+            raise TypeError(f"design {spec!r} has no .allocate; allowed: a design name or object")
+        out.append((str(label), spec, options))
+    labels = [o[0] for o in out]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"designs has duplicate labels {labels}; give a mapping label -> design")
+    return out
+
+
+def _build_design(spec: Any, options: dict[str, Any], true_rates: np.ndarray) -> Any:
+    """Make the design; oracle designs whose factory names a ``rates`` parameter get the true
+    per-stratum positive rates unless ``rates`` is given."""
+    if not isinstance(spec, str):
+        return spec
+    factory = DESIGNS[spec]
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # pragma: no cover - builtins
+        params = {}
+    if "rates" in params and "rates" not in options:
+        options = {**options, "rates": true_rates}
+    return make_design(spec, **options)
+
+
+class _SimAudit:
+    """What stop rules and designs may ask of an audit, for one simulated replication (or for
+    all of them at ``prepare`` time)."""
+
+    def __init__(
+        self,
+        strata: Any,
+        metric: str,
+        design_name: str,
+        design_options: dict,
+        prior: Any,
+        seed: int,
+        model: str,
+        finite_population: bool,
+        draws: int,
+        batch_size: int,
+        budget: int,
+    ) -> None:
+        self.strata = strata
+        self.metric = metric
+        self.design_name = design_name
+        self.design_options = design_options
+        self.prior = prior
+        self.seed = seed
+        self.model = model
+        self.finite_population = finite_population
+        self.draws = draws
+        self.batch_size = batch_size
+        self.budget = budget
+        self.looks = 0
+        k = strata.n_strata
+        self._n = np.zeros(k, dtype=np.int64)
+        self._h = np.zeros(k, dtype=np.int64)
+
+    @property
+    def n_labels(self) -> int:
+        return int(self._n.sum())
+
+    def counts(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._n.copy(), self._h.copy()
+
+
+def relevant_sides(metric: str) -> tuple[bool, bool]:
+    """Whether ``metric`` depends on the predicted-negative and on the predicted-positive side.
+
+    Checked numerically: the metric is evaluated at random confusion counts and again with
+    positives moved between the cells of one side (``fn <-> tn`` or ``tp <-> fp``); a side whose
+    split never changes the value is irrelevant (precision ignores the negative side, npv the
+    positive one), and its strata need no posterior draws.
+    """
+    gen = np.random.default_rng(20240601)
+    tp, fp, fn, tn = gen.uniform(1.0, 100.0, size=(4, 64))
+    d = gen.uniform(0.1, 0.9, size=64)
+    f = METRICS[metric].func
+    base = f(tp, fp, fn, tn)
+    neg = not np.allclose(f(tp, fp, fn + d, tn - d), base, rtol=1e-12, atol=0.0)
+    pos = not np.allclose(f(tp + d, fp - d, fn, tn), base, rtol=1e-12, atol=0.0)
+    return bool(neg), bool(pos)
+
+
+def _metric_draws(
+    theta: np.ndarray,
+    n: np.ndarray,
+    h: np.ndarray,
+    sizes: np.ndarray,
+    predicted: np.ndarray,
+    metric: str,
+    finite_population: bool,
+    gen: np.random.Generator,
+) -> np.ndarray:
+    """Metric draws (R, D) from theta draws (R, D, K) and counts (R, K).
+
+    The metric depends on the strata only through the positives of each predicted side,
+    ``TP = sum_{k: yhat_k = 1} P_k`` and ``FN = sum_{k: yhat_k = 0} P_k``. With
+    ``finite_population`` the unlabelled positives of stratum ``k`` are ``Binomial(N_k - n_k,
+    theta_k)``, which the package's "fast" sampler (:mod:`bayes_eval._sampling`) draws from its
+    normal approximation wherever the variance ``v_k = (N_k - n_k) theta_k (1 - theta_k)`` is at
+    least 30 and exactly elsewhere. Here those normal parts are summed per side before sampling
+    (a sum of independent normals is normal with the summed mean and variance), which draws one
+    normal per side instead of one per stratum; the exact binomial parts are added as they are.
+    Rounding happens once per side instead of once per stratum (a difference of at most K/2
+    items, far below the posterior spread). Strata of a side the metric ignores carry placeholder
+    theta (see :func:`relevant_sides`); their contribution cancels in the metric.
+    """
+    sides = np.stack([predicted, ~predicted], axis=1).astype(np.float64)  # (K, 2)
+    sizes_side = sizes @ sides
+    if finite_population:
+        remaining = (sizes[None, :] - n).astype(np.float64)[:, None, :]  # (R, 1, K)
+        mean = theta * remaining
+        var = mean * (1.0 - theta)
+        small = var < NORMAL_MIN_VARIANCE
+        extra = None
+        if small.any():
+            exact = np.zeros(theta.shape)
+            exact[small] = gen.binomial(
+                np.broadcast_to(remaining, theta.shape)[small].astype(np.int64), theta[small]
+            )
+            mean[small] = 0.0
+            var[small] = 0.0
+            extra = exact @ sides
+        m_side = mean @ sides  # (R, D, 2)
+        v_side = var @ sides
+        pos = m_side + np.sqrt(v_side) * gen.standard_normal(m_side.shape)
+        np.rint(pos, out=pos)
+        if extra is None:
+            rem_side = remaining @ sides  # (R, 1, 2)
+        else:
+            rem_side = np.where(small, 0.0, np.broadcast_to(remaining, theta.shape)) @ sides
+        np.clip(pos, 0.0, rem_side, out=pos)
+        if extra is not None:
+            pos += extra
+        pos += (h @ sides)[:, None, :]
+    else:
+        pos = (theta * sizes[None, None, :]) @ sides
+    tp, fn = pos[..., 0], pos[..., 1]
+    fp = sizes_side[0] - tp
+    tn = sizes_side[1] - fn
+    return METRICS[metric].func(tp, fp, fn, tn)
+
+
+def _check_many(
+    rule: StopRule, x: np.ndarray, n_labels: np.ndarray, state: dict[str, Any], rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Vectorised check with the repr of the (first) rule that fired as the reason."""
+    why = np.array([""] * rows.size, dtype=object)
+    if isinstance(rule, AnyOf):
+        hit = np.zeros(rows.size, dtype=bool)
+        for r, st in zip(rule.rules, state["rules"], strict=True):
+            h = r.check_many(x, n_labels, st, rows)
+            why[h & ~hit] = repr(r)
+            hit |= h
+        return hit, why
+    hit = rule.check_many(x, n_labels, state, rows)
+    why[hit] = repr(rule)
+    return hit, why
+
+
+def simulate(
+    data: Any,
+    *,
+    strata: Any,
+    designs: Any,
+    metric: str = "f1",
+    budget: int,
+    batch_size: int,
+    n_reps: int,
+    stop: StopRule | None = None,
+    level: float = 0.95,
+    prior: Any = "jeffreys",
+    draws: int = 2000,
+    rng: RNGLike = 0,
+    design_options: Mapping[str, Mapping[str, Any]] | None = None,
+    finite_population: bool = True,
+    model: str = "independent",
+    trajectory: bool = True,
+    truth: Any = None,
+) -> dict[str, xr.Dataset]:
+    """Run many independent simulated audits per design against known labels.
+
+    Parameters
+    ----------
+    data : LabelledPopulation or (Population, truth)
+        Population with every item's true label (``truth``: bool array in population order).
+        A bare population with ``truth=`` is accepted too.
+    strata : Strata
+        Strata of that population (in-memory).
+    designs : str, list of str, or mapping label -> name | (name, options) | design object
+        Designs to compare (names of :data:`bayes_eval.designs.DESIGNS`).
+    metric : str
+        Target metric (stop rules and the reported estimate use it).
+    budget : int
+        Maximum labels per replication.
+    batch_size : int
+        Labels per batch (the stop rule looks after each batch).
+    n_reps : int
+        Replications per design.
+    stop : StopRule, optional
+        Stopping rule (``be.stop.HalfWidth(...)``, ...). Without one every replication uses the
+        whole budget.
+    level : float
+        Credible level of the reported equal-tailed interval (``lower``, ``upper``, ``covered``).
+    prior : "jeffreys", "uniform", (a, b) or per-stratum arrays
+        Beta prior on each stratum's positive rate, as in :class:`bayes_eval.Audit`.
+    draws : int
+        Monte Carlo draws per posterior.
+    rng : int, Generator or None
+        Seeds everything; replication ``r`` gets the same seed under every design.
+    design_options : mapping design name -> options, optional
+        Keyword options for :func:`bayes_eval.make_design`. A registered design whose factory has
+        an explicit ``rates`` parameter (an oracle design) receives the true per-stratum positive
+        rates unless ``rates`` is given.
+    finite_population : bool
+        As in :func:`bayes_eval.estimate`.
+    model : str
+        ``"independent"`` (vectorised) or another entry of :data:`bayes_eval.posterior.MODELS`
+        (e.g. ``"hierarchical"``; one replication at a time, slower).
+    trajectory : bool
+        Record the posterior after every batch (dimension ``look``). With ``False`` and no stop
+        rule, the posterior is computed only at the end (much faster).
+    truth : array_like of bool, optional
+        True labels when ``data`` is a bare population.
+
+    Returns
+    -------
+    dict of str -> xarray.Dataset
+        One dataset per design label, over dimension ``rep`` (and ``look``, ``stratum``), with
+        ``n_labels`` (labels used), ``estimate`` (posterior mean of the metric), ``error``
+        (estimate - truth), ``lower``/``upper`` (equal-tailed ``level`` interval),
+        ``half_width``, ``covered`` (truth inside the interval), ``stopped_by`` (``"budget"``,
+        ``"exhausted"`` or the stop rule's reason), ``n``/``h`` (final labels and positives per
+        stratum) and, with ``trajectory=True``, ``trajectory_n_labels``, ``trajectory_mean``,
+        ``trajectory_lower``, ``trajectory_upper`` over ``(rep, look)`` (NaN after a replication
+        stopped). ``attrs`` hold the truth, design, metric, level, prior, model and stop rule.
+
+    Examples
+    --------
+    >>> import numpy as np, bayes_eval as be
+    >>> rng = np.random.default_rng(0)
+    >>> scores = rng.random(20_000); truth = rng.random(20_000) < scores
+    >>> pop = be.Population(scores, threshold=0.5)
+    >>> strata = be.stratify(pop, n_strata=4)
+    >>> out = be.simulate((pop, truth), strata=strata, designs=["random", "proportional"],
+    ...                   metric="precision", budget=400, batch_size=100, n_reps=50, rng=0)
+    >>> float(out["proportional"]["covered"].mean()) > 0.8
+    True
+    """
+    pop, truth_arr = _split_data(data, truth)
+    if getattr(strata, "population", None) is not pop:
+        fp_s = getattr(getattr(strata, "population", None), "fingerprint", None)
+        if fp_s is None or fp_s() != pop.fingerprint():
+            raise ValueError(
+                "strata were made from a different population than data; stratify data's population"
+            )
+    check_option(metric, "metric", tuple(METRICS))
+    budget = check_positive_int(budget, "budget")
+    batch_size = check_positive_int(batch_size, "batch_size")
+    n_reps = check_positive_int(n_reps, "n_reps")
+    draws = check_positive_int(draws, "draws")
+    level = check_level(level, "level")
+    check_option(model, "model", ("independent", "hierarchical", *MODELS))
+    if model == "hierarchical":
+        importlib.import_module(".hierarchical", __package__)
+    if stop is not None and not isinstance(stop, StopRule):
+        raise TypeError(f"stop={stop!r} has type {type(stop).__name__}; allowed: a StopRule")
+    if not isinstance(finite_population, bool | np.bool_):
+        raise TypeError(f"finite_population={finite_population!r} must be True or False")
+    if not isinstance(trajectory, bool | np.bool_):
+        raise TypeError(f"trajectory={trajectory!r} must be True or False")
+    specs = _parse_designs(designs, design_options)
+    k = strata.n_strata
+    a, b, prior_desc = resolve_prior(prior, k)
+    sizes = np.asarray(strata.sizes, dtype=np.int64)
+    predicted = np.asarray(strata.predicted, dtype=bool)
+    positives = truth_counts(strata, truth_arr)
+    true_value = _true_metric(strata, positives, metric)
+    true_rates = positives / sizes
+    score_mean = (
+        np.bincount(np.asarray(strata.assignment, dtype=np.int64), weights=pop.scores, minlength=k)
+        / sizes
+    )
+    gen = as_generator(rng)
+    root = np.random.SeedSequence(int(gen.integers(0, 2**63)))
+    rep_seqs = root.spawn(n_reps)
+    bulk_seq = root.spawn(1)[0]
+
+    out: dict[str, xr.Dataset] = {}
+    for label, spec, options in specs:
+        design = _build_design(spec, options, true_rates)
+        out[label] = _simulate_design(
+            label=label,
+            design=design,
+            design_options=options,
+            strata=strata,
+            sizes=sizes,
+            predicted=predicted,
+            positives=positives,
+            score_mean=score_mean,
+            a=a,
+            b=b,
+            prior=prior,
+            prior_desc=prior_desc,
+            metric=metric,
+            budget=budget,
+            batch_size=batch_size,
+            rep_seqs=rep_seqs,
+            bulk_seq=bulk_seq,
+            stop=stop,
+            level=level,
+            draws=draws,
+            finite_population=bool(finite_population),
+            model=model,
+            trajectory=bool(trajectory),
+            true_value=true_value,
+        )
+    return out
+
+
+def _simulate_design(
+    *,
+    label: str,
+    design: Any,
+    design_options: dict,
+    strata: Any,
+    sizes: np.ndarray,
+    predicted: np.ndarray,
+    positives: np.ndarray,
+    score_mean: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    prior: Any,
+    prior_desc: str,
+    metric: str,
+    budget: int,
+    batch_size: int,
+    rep_seqs: list[np.random.SeedSequence],
+    bulk_seq: np.random.SeedSequence,
+    stop: StopRule | None,
+    level: float,
+    draws: int,
+    finite_population: bool,
+    model: str,
+    trajectory: bool,
+    true_value: float,
+) -> xr.Dataset:
+    k = sizes.shape[0]
+    reps = len(rep_seqs)
+    rep_gens = [np.random.default_rng(s) for s in rep_seqs]
+    bulk = np.random.default_rng(bulk_seq)
+    total = int(sizes.sum())
+    cap = min(budget, total)
+    n_looks = -(-cap // batch_size)
+    n = np.zeros((reps, k), dtype=np.int64)
+    h = np.zeros((reps, k), dtype=np.int64)
+    active = np.ones(reps, dtype=bool)
+    stopped_by = np.array([""] * reps, dtype=object)
+    last_mean = np.full(reps, np.nan)
+    last_lo = np.full(reps, np.nan)
+    last_hi = np.full(reps, np.nan)
+    looks_done = np.zeros(reps, dtype=np.int64)
+    t_n = np.full((reps, n_looks), -1, dtype=np.int64)
+    t_mean = np.full((reps, n_looks), np.nan)
+    t_lo = np.full((reps, n_looks), np.nan)
+    t_hi = np.full((reps, n_looks), np.nan)
+    design_name = getattr(design, "name", type(design).__name__)
+
+    vectorised = model == "independent" and (stop is None or supports_many(stop))
+    rule_state: dict[str, Any] = {}
+    per_rep_rules: list[Any] = []
+    proxies: list[_SimAudit] = []
+    if stop is not None:
+        stop = copy.deepcopy(stop)
+        proto = _SimAudit(
+            strata,
+            metric,
+            design_name,
+            design_options,
+            prior,
+            int(rep_seqs[0].entropy or 0),
+            model,
+            finite_population,
+            draws,
+            batch_size,
+            budget,
+        )
+        stop.prepare(proto)
+        if vectorised:
+            rule_state = stop.start_many(reps)
+        else:
+            per_rep_rules = [copy.deepcopy(stop) for _ in range(reps)]
+    if not vectorised:
+        proxies = [
+            _SimAudit(
+                strata,
+                metric,
+                design_name,
+                design_options,
+                prior,
+                i,
+                model,
+                finite_population,
+                draws,
+                batch_size,
+                budget,
+            )
+            for i in range(reps)
+        ]
+    eb_prior = None
+    if model == "hierarchical":
+        eb_prior = importlib.import_module(".hierarchical", __package__).empirical_bayes_prior
+    lo_q, hi_q = (1 - level) / 2, (1 + level) / 2
+    need_neg, need_pos = relevant_sides(metric)
+    live = np.where(predicted, need_pos, need_neg)
+    if finite_population and not live.any():  # pragma: no cover - constant metric
+        live = np.ones(k, dtype=bool)
+    evaluate_every = trajectory or stop is not None
+
+    for look in range(n_looks):
+        rows = np.flatnonzero(active)
+        if rows.size == 0:
+            break
+        used = n[rows].sum(axis=1)
+        m = int(min(batch_size, cap - used.max()))
+        if m <= 0:  # pragma: no cover - guarded by n_looks
+            break
+        counts = np.empty((rows.size, k), dtype=np.int64)
+        for i, r in enumerate(rows):
+            if eb_prior is not None:
+                pa, pb = eb_prior(sizes, n[r], h[r], score_mean, a, b)
+            else:
+                pa, pb = a, b
+            state = DesignState(
+                sizes=sizes,
+                predicted=predicted,
+                n=n[r].copy(),
+                h=h[r].copy(),
+                available=sizes - n[r],
+                prior_a=np.asarray(pa, float),
+                prior_b=np.asarray(pb, float),
+                metric=metric,
+                round=look,
+                score_mean=score_mean,
+                finite_population=finite_population,
+            )
+            c = np.asarray(design.allocate(state, m, rep_gens[r]), dtype=np.int64)
+            if c.shape != (k,) or c.sum() != m or (c < 0).any() or (c > sizes - n[r]).any():
+                raise RuntimeError(
+                    f"design {label!r} returned an invalid allocation {c.tolist()} for a batch "
+                    f"of {m} (available {(sizes - n[r]).tolist()})"
+                )
+            counts[i] = c
+        good_left = positives[None, :] - h[rows]
+        bad_left = (sizes[None, :] - positives[None, :]) - (n[rows] - h[rows])
+        new_pos = bulk.hypergeometric(good_left, bad_left, counts) if counts.any() else 0
+        n[rows] += counts
+        h[rows] += new_pos
+        looks_done[rows] += 1
+        t_n[rows, look] = n[rows].sum(axis=1)
+        final_look = look == n_looks - 1
+        if not (evaluate_every or final_look):
+            continue
+        stop_now = np.zeros(rows.size, dtype=bool)
+        reasons = np.array([""] * rows.size, dtype=object)
+        if vectorised:
+            block = max(1, _BLOCK_ELEMENTS // (draws * k))
+            for s in range(0, rows.size, block):
+                sub = rows[s : s + block]
+                theta = np.empty((sub.size, draws, k))
+                theta[:, :, ~live] = 0.5  # strata of a side the metric ignores
+                aa, bb = (a + h[sub])[:, live], (b + n[sub] - h[sub])[:, live]
+                theta[:, :, live] = bulk.beta(
+                    aa[:, None, :], bb[:, None, :], size=(sub.size, draws, int(live.sum()))
+                )
+                x = _metric_draws(
+                    theta, n[sub], h[sub], sizes, predicted, metric, finite_population, bulk
+                )
+                q = np.quantile(x, [lo_q, hi_q], axis=1)
+                last_mean[sub] = x.mean(axis=1)
+                last_lo[sub], last_hi[sub] = q[0], q[1]
+                if stop is not None:
+                    hit, why = _check_many(stop, x, n[sub].sum(axis=1), rule_state, sub)
+                    stop_now[s : s + sub.size] = hit
+                    reasons[s : s + sub.size] = why
+        else:
+            for i, r in enumerate(rows):
+                px = proxies[r]
+                px._n, px._h = n[r].copy(), h[r].copy()
+                px.looks += 1
+                post = estimate_from_stratum_counts(
+                    strata,
+                    n[r],
+                    h[r],
+                    prior=(a, b, prior_desc),
+                    finite_population=finite_population,
+                    draws=draws,
+                    rng=bulk,
+                    metrics=(metric,),
+                    model=model,
+                )
+                x = post.draws(metric)
+                last_mean[r] = x.mean()
+                last_lo[r], last_hi[r] = np.quantile(x, [lo_q, hi_q])
+                if stop is not None:
+                    d = per_rep_rules[r].check(px, post)
+                    stop_now[i], reasons[i] = bool(d.stop), d.reason
+        t_mean[rows, look] = last_mean[rows]
+        t_lo[rows, look] = last_lo[rows]
+        t_hi[rows, look] = last_hi[rows]
+        stopped_rows = rows[stop_now]
+        stopped_by[stopped_rows] = reasons[stop_now]
+        active[stopped_rows] = False
+    # replications that never stopped by the rule
+    left = active & (n.sum(axis=1) >= total)
+    stopped_by[left] = "exhausted"
+    stopped_by[active & ~left] = "budget"
+
+    coords = {"rep": np.arange(reps), "look": np.arange(n_looks), "stratum": np.arange(k)}
+    data_vars: dict[str, Any] = {
+        "n_labels": ("rep", n.sum(axis=1)),
+        "estimate": ("rep", last_mean),
+        "error": ("rep", last_mean - true_value),
+        "lower": ("rep", last_lo),
+        "upper": ("rep", last_hi),
+        "half_width": ("rep", (last_hi - last_lo) / 2),
+        "covered": ("rep", (last_lo <= true_value) & (true_value <= last_hi)),
+        "stopped_by": ("rep", stopped_by.astype(str)),
+        "n_looks": ("rep", looks_done),
+        "n": (("rep", "stratum"), n),
+        "h": (("rep", "stratum"), h),
+        "truth": ((), true_value),
+    }
+    if trajectory:
+        data_vars.update(
+            {
+                "trajectory_n_labels": (("rep", "look"), t_n),
+                "trajectory_mean": (("rep", "look"), t_mean),
+                "trajectory_lower": (("rep", "look"), t_lo),
+                "trajectory_upper": (("rep", "look"), t_hi),
+            }
+        )
+    attrs = {
+        "design": label,
+        "design_name": design_name,
+        "design_options": repr({kk: v for kk, v in design_options.items()}),
+        "metric": metric,
+        "truth": true_value,
+        "level": level,
+        "interval": "equal-tailed",
+        "prior": prior_desc,
+        "model": model,
+        "finite_population": int(finite_population),
+        "budget": budget,
+        "batch_size": batch_size,
+        "draws": draws,
+        "n_reps": reps,
+        "stop": repr(stop) if stop is not None else "none",
+        "strata_method": getattr(strata, "method", ""),
+        "n_strata": k,
+    }
+    return xr.Dataset(data_vars, coords=coords, attrs=attrs)
