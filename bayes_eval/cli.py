@@ -1,0 +1,1253 @@
+"""The ``bayes-eval`` command line: audits run by people over days, and a one-command demo.
+
+Commands
+--------
+``demo``
+    An end-to-end audit, offline, on the package's demo population with a simulated judge;
+    prints the certification and writes a report.
+``init AUDIT --scores FILE ...``
+    Create an audit directory for a scored population (Parquet or CSV).
+``next AUDIT -n 20 [--out batch.csv]``
+    Items to label next, as CSV with columns ``id,score,stratum``.
+``record AUDIT labels.csv``
+    Record human labels from a CSV with columns ``id,label`` (0/1); all or nothing.
+``status AUDIT``
+    Posterior table, labels per stratum, state of the acceptance rule.
+``certify AUDIT [--corrected]``
+    The certification ``metric >= target`` at the audit's level.
+``report AUDIT --out report.html``
+    Self-contained HTML (or ``.md``) posterior report.
+``pair-recall ...``
+    Recall of two classifiers from their overlap (Bommannavar et al.).
+
+The audit directory
+-------------------
+The :class:`~bayes_eval.Audit` keeps its manifest (design, strata, prior, seed, versions,
+population fingerprint) and its append-only label ledger in the directory. The CLI adds
+``cli.json``: the population file (absolute path, format, columns, threshold, engine) with its
+SHA-256, and the acceptance settings (metric, target, level, batch size, budget). Every command
+re-hashes the population file and refuses to continue if it changed.
+
+User errors (bad options, a missing column, a label outside 0/1, an id never proposed, a changed
+population file, a missing audit) print one ``error: ...`` line on stderr and exit with status 1.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+__all__ = ["app"]
+
+CLI_FILE = "cli.json"
+CLI_FORMAT = "bayes_eval-cli/1"
+
+app = typer.Typer(
+    name="bayes-eval",
+    help="Label-efficient, honest Bayesian evaluation of deployed classifiers.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+class UserError(Exception):
+    """An error caused by the user's input: printed as one line, exit status 1."""
+
+
+_USER_ERRORS = (
+    UserError,
+    ValueError,
+    TypeError,
+    FileNotFoundError,
+    KeyError,
+    PermissionError,
+    IsADirectoryError,
+    NotADirectoryError,
+)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc) if not isinstance(exc, KeyError) else str(exc.args[0] if exc.args else exc)
+    if isinstance(exc, FileNotFoundError | PermissionError | IsADirectoryError) and exc.filename:
+        text = f"{exc.strerror or type(exc).__name__}: {exc.filename}"
+    text = " ".join(text.split())
+    return text or type(exc).__name__
+
+
+def _command(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Catch user errors at the command boundary: one line on stderr, exit 1, no traceback."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except _USER_ERRORS as exc:
+            typer.echo(f"error: {_one_line(exc)}", err=True)
+            raise typer.Exit(code=1) from None
+
+    return wrapper
+
+
+def _console(stderr: bool = False) -> Any:
+    from rich.console import Console
+
+    return Console(stderr=stderr, soft_wrap=True)
+
+
+def _setup_matplotlib() -> None:
+    os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+# ------------------------------------------------------------------------------ file helpers
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 of a file, or of a directory (a partitioned Parquet dataset): every file's
+    relative path and bytes, in sorted order."""
+    path = Path(path)
+    h = hashlib.sha256()
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for f in files:
+        if path.is_dir():
+            h.update(str(f.relative_to(path)).encode() + b"\x00")
+        with f.open("rb") as fh:
+            for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _population_format(path: Path) -> str:
+    if path.is_dir():
+        return "parquet"
+    suffix = "".join(path.suffixes[-2:]).lower() if len(path.suffixes) > 1 else path.suffix.lower()
+    if suffix in (".parquet", ".pq", ".parq"):
+        return "parquet"
+    if suffix in (".csv", ".csv.gz", ".tsv", ".txt") or path.suffix.lower() == ".csv":
+        return "csv"
+    raise UserError(
+        f"--scores {str(path)!r} has suffix {path.suffix!r}; allowed: .parquet (or a Parquet "
+        "directory) or .csv"
+    )
+
+
+def _load_population(source: dict[str, Any]) -> Any:
+    """Population from the ``population`` block of cli.json."""
+    from .population import Population
+
+    path = Path(source["path"])
+    kw = {
+        "score_col": source["score_col"],
+        "id_col": source.get("id_col"),
+        "prediction_col": source.get("prediction_col"),
+        "threshold": source.get("threshold"),
+    }
+    if source["format"] == "parquet":
+        return Population.from_parquet(path, engine=source.get("engine", "memory"), **kw)
+    import pandas as pd
+
+    if source.get("engine", "memory") != "memory":
+        raise UserError("--engine dask needs a Parquet file; CSV populations are read in memory")
+    header = pd.read_csv(path, nrows=0).columns.tolist()
+    for opt, col in (
+        ("--score-col", kw["score_col"]),
+        ("--id-col", kw["id_col"]),
+        ("--prediction-col", kw["prediction_col"]),
+    ):
+        if col is not None and col not in header:
+            raise UserError(f"{opt} {col!r} is not a column of {str(path)!r}; columns are {header}")
+    cols = [c for c in (kw["score_col"], kw["id_col"], kw["prediction_col"]) if c is not None]
+    dtypes = {kw["id_col"]: str} if kw["id_col"] is not None else None
+    frame = pd.read_csv(path, usecols=cols, dtype=dtypes)
+    if kw["id_col"] is not None:
+        ids = frame[kw["id_col"]]
+        as_int = pd.to_numeric(ids, errors="coerce")
+        if (
+            as_int.notna().all()
+            and (as_int == as_int.round()).all()
+            and not ids.str.contains(r"[.eE]", regex=True).any()
+        ):
+            frame[kw["id_col"]] = as_int.astype("int64")
+    return Population.from_pandas(frame, **kw)
+
+
+# ------------------------------------------------------------------------------ audit access
+class _Opened:
+    """An audit reopened from its directory, with the CLI settings."""
+
+    def __init__(self, path: Path, meta: dict[str, Any], population: Any, audit: Any) -> None:
+        self.path = path
+        self.meta = meta
+        self.population = population
+        self.audit = audit
+
+    @property
+    def metric(self) -> str:
+        return str(self.meta["metric"])
+
+    @property
+    def target(self) -> float | None:
+        return self.meta.get("target")
+
+    @property
+    def level(self) -> float:
+        return float(self.meta.get("level", 0.95))
+
+    def disclosure(self) -> dict[str, Any]:
+        pop = self.meta["population"]
+        return {"population file": pop["path"], "population file sha256": pop["sha256"]}
+
+
+def _read_meta(audit_dir: Path) -> dict[str, Any]:
+    if not audit_dir.exists():
+        raise UserError(
+            f"audit directory {str(audit_dir)!r} does not exist; create it with `bayes-eval init`"
+        )
+    file = audit_dir / CLI_FILE
+    if not file.is_file():
+        raise UserError(
+            f"{str(audit_dir)!r} is not an audit directory made by `bayes-eval init` "
+            f"(no {CLI_FILE})"
+        )
+    try:
+        meta = json.loads(file.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise UserError(f"{str(file)!r} is not valid JSON ({exc})") from None
+    if meta.get("format") != CLI_FORMAT:
+        raise UserError(
+            f"{str(file)!r} has format {meta.get('format')!r}; this bayes-eval reads {CLI_FORMAT!r}"
+        )
+    return meta
+
+
+def _check_population_file(meta: dict[str, Any]) -> None:
+    src = meta["population"]
+    path = Path(src["path"])
+    if not path.exists():
+        raise UserError(f"population file {str(path)!r} recorded at init no longer exists")
+    digest = file_sha256(path)
+    if digest != src["sha256"]:
+        raise UserError(
+            f"population file {str(path)!r} changed since init (sha256 {digest[:12]}… != "
+            f"{src['sha256'][:12]}…); refusing to continue: restore the file or start a new audit"
+        )
+
+
+def _open(audit_dir: Path) -> _Opened:
+    import bayes_eval as be
+
+    meta = _read_meta(audit_dir)
+    _check_population_file(meta)
+    pop = _load_population(meta["population"])
+    if pop.fingerprint() != meta["population"]["fingerprint"]:
+        raise UserError(
+            f"population read from {meta['population']['path']!r} has fingerprint "
+            f"{pop.fingerprint()[:12]}…, not the {meta['population']['fingerprint'][:12]}… "
+            "recorded at init; refusing to continue"
+        )
+    audit = be.Audit.open(audit_dir, pop)
+    return _Opened(audit_dir, meta, pop, audit)
+
+
+def _parse_prior(text: str) -> Any:
+    if text in ("jeffreys", "uniform"):
+        return text
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) == 2:
+        try:
+            a, b = float(parts[0]), float(parts[1])
+        except ValueError:
+            pass
+        else:
+            if a > 0 and b > 0:
+                return (a, b)
+    raise UserError(
+        f"--prior {text!r} is not allowed; allowed: jeffreys, uniform or 'a,b' with "
+        "a, b > 0 (a Beta(a, b) prior on every stratum's positive rate)"
+    )
+
+
+def _prior_json(prior: Any) -> Any:
+    return list(prior) if isinstance(prior, tuple) else prior
+
+
+def _prior_from_json(prior: Any) -> Any:
+    return tuple(prior) if isinstance(prior, list) else prior
+
+
+def _versions() -> dict[str, str]:
+    from .report import package_versions
+
+    return package_versions()
+
+
+# ------------------------------------------------------------------------------ init
+@app.command()
+@_command
+def init(
+    audit_dir: Annotated[Path, typer.Argument(metavar="AUDIT", help="Audit directory to create.")],
+    scores: Annotated[Path, typer.Option("--scores", help="Population file: .parquet or .csv.")],
+    score_col: Annotated[str, typer.Option("--score-col", help="Column of classifier scores.")],
+    threshold: Annotated[
+        float | None,
+        typer.Option(
+            "--threshold", help="Decision threshold: predicted positive iff score >= threshold."
+        ),
+    ] = None,
+    prediction_col: Annotated[
+        str | None,
+        typer.Option(
+            "--prediction-col", help="Column of 0/1 predictions (instead of --threshold)."
+        ),
+    ] = None,
+    id_col: Annotated[
+        str | None,
+        typer.Option("--id-col", help="Column of unique item ids (default: row number 0..N-1)."),
+    ] = None,
+    metric: Annotated[
+        str, typer.Option(help="Metric to audit (f1, precision, recall, ...).")
+    ] = "f1",
+    target: Annotated[
+        float | None, typer.Option(help="Acceptance target: certify metric >= target.")
+    ] = None,
+    level: Annotated[float, typer.Option(help="Claimed level of the certification.")] = 0.95,
+    design: Annotated[str, typer.Option(help="Sampling design.")] = "posterior_variance",
+    strata: Annotated[int, typer.Option(help="Strata per predicted side.")] = 10,
+    method: Annotated[str, typer.Option(help="Stratification method.")] = "equal_size",
+    prior: Annotated[str, typer.Option(help="jeffreys, uniform or 'a,b'.")] = "jeffreys",
+    seed: Annotated[int, typer.Option(help="Random seed of the audit.")] = 0,
+    engine: Annotated[str, typer.Option(help="memory or dask (Parquet only).")] = "memory",
+    batch_size: Annotated[
+        int,
+        typer.Option(
+            "--batch-size", help="Planned labels per batch (for the sequential correction)."
+        ),
+    ] = 20,
+    budget: Annotated[
+        int, typer.Option(help="Planned label budget (for the sequential correction).")
+    ] = 2000,
+) -> None:
+    """Create an audit directory for a scored population."""
+    import bayes_eval as be
+
+    from ._validation import check_level, check_option, check_positive_int
+    from .metrics import METRICS
+    from .strata import stratify
+
+    check_option(metric, "--metric", tuple(METRICS))
+    check_option(engine, "--engine", ("memory", "dask"))
+    check_level(level, "--level")
+    check_positive_int(batch_size, "--batch-size")
+    check_positive_int(budget, "--budget")
+    if target is not None and not 0.0 <= target <= 1.0:
+        raise UserError(f"--target {target!r} is outside the range [0, 1] of metric {metric!r}")
+    if (threshold is None) == (prediction_col is None):
+        raise UserError("give exactly one of --threshold and --prediction-col")
+    prior_value = _parse_prior(prior)
+    if audit_dir.exists() and (not audit_dir.is_dir() or any(audit_dir.iterdir())):
+        raise UserError(
+            f"audit directory {str(audit_dir)!r} already exists and is not empty; choose a new path"
+        )
+    if not scores.exists():
+        raise UserError(f"--scores {str(scores)!r} does not exist")
+    source = {
+        "path": str(scores.resolve()),
+        "format": _population_format(scores),
+        "score_col": score_col,
+        "id_col": id_col,
+        "prediction_col": prediction_col,
+        "threshold": threshold,
+        "engine": engine,
+    }
+    source["sha256"] = file_sha256(scores)
+    pop = _load_population(source)
+    source["fingerprint"] = pop.fingerprint()
+    source["size"] = int(pop.size)
+    st = stratify(pop, method=method, n_strata=strata, rng=seed)
+    created = not audit_dir.exists()
+    try:
+        audit = be.Audit(
+            pop,
+            strata=st,
+            metric=metric,
+            design=design,
+            prior=prior_value,
+            rng=seed,
+            path=audit_dir,
+        )
+        meta = {
+            "format": CLI_FORMAT,
+            "population": source,
+            "metric": metric,
+            "target": target,
+            "level": level,
+            "design": design,
+            "strata": {"method": method, "n_strata": strata, "sizes": st.sizes.tolist()},
+            "prior": _prior_json(prior_value),
+            "seed": seed,
+            "batch_size": batch_size,
+            "budget": budget,
+            "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "versions": _versions(),
+        }
+        _write_atomic(audit_dir / CLI_FILE, json.dumps(meta, indent=2) + "\n")
+    except BaseException:
+        if created and audit_dir.exists():
+            shutil.rmtree(audit_dir, ignore_errors=True)
+        raise
+    del audit
+    out = _console()
+    out.print(
+        f"created audit [bold]{audit_dir}[/]: N={pop.size:,} items, {st.n_strata} strata "
+        f"({method}), metric {metric}, design {design}, prior {prior}, seed {seed}"
+    )
+    out.print(f"population {source['path']} sha256 {source['sha256'][:16]}…")
+    out.print(f"next: bayes-eval next {audit_dir} -n {batch_size} --out batch.csv")
+
+
+# ------------------------------------------------------------------------------ next
+@app.command("next")
+@_command
+def next_batch(
+    audit_dir: Annotated[Path, typer.Argument(metavar="AUDIT")],
+    n: Annotated[int, typer.Option("-n", "--n", help="Items to propose.")] = 20,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="CSV file to write (default: standard output).")
+    ] = None,
+) -> None:
+    """Propose the next items to label: CSV with columns id,score,stratum."""
+    import pandas as pd
+
+    from ._validation import check_positive_int
+
+    check_positive_int(n, "-n")
+    if out is not None and not out.parent.exists():
+        raise UserError(f"--out {str(out)!r}: directory {str(out.parent)!r} does not exist")
+    opened = _open(audit_dir)
+    audit, pop = opened.audit, opened.population
+    ids = audit.propose(n)
+    positions = pop.positions_of(ids)
+    frame = pd.DataFrame(
+        {
+            "id": pop.ids_at(positions),
+            "score": pop.scores_at(positions),
+            "stratum": audit.strata.stratum_of(positions),
+        }
+    )
+    text = frame.to_csv(index=False, float_format="%.10g")
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        _write_atomic(out, text)
+        _console(stderr=True).print(f"wrote {len(frame)} items to label to {out}")
+
+
+# ------------------------------------------------------------------------------ record
+def read_labels_csv(path: Path, population: Any) -> tuple[Any, Any]:
+    """Read and validate a labels CSV (columns ``id,label``; labels 0/1).
+
+    Returns ``(ids, labels)`` with ids converted to the population's id type. Raises
+    :class:`UserError` naming the file, the row and the bad value.
+    """
+    import numpy as np
+    import pandas as pd
+
+    if not path.is_file():
+        raise UserError(f"labels file {str(path)!r} does not exist")
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
+    except pd.errors.EmptyDataError:
+        raise UserError(f"labels file {str(path)!r} is empty; expected columns id,label") from None
+    cols = [c.strip() for c in frame.columns]
+    frame.columns = cols
+    if "id" not in cols or "label" not in cols:
+        raise UserError(f"labels file {str(path)!r} has columns {cols}; required: id,label")
+    if frame.empty:
+        raise UserError(f"labels file {str(path)!r} has no rows")
+    raw_labels = frame["label"].str.strip()
+    bad = ~raw_labels.isin(["0", "1"])
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        raise UserError(
+            f"labels file {str(path)!r} line {i + 2}: label {raw_labels.iloc[i]!r} is not "
+            "allowed; allowed: 0 or 1"
+        )
+    labels = raw_labels.astype(np.uint8).to_numpy()
+    raw_ids = frame["id"].str.strip()
+    empty = raw_ids == ""
+    if empty.any():
+        i = int(np.flatnonzero(empty.to_numpy())[0])
+        raise UserError(f"labels file {str(path)!r} line {i + 2}: empty id")
+    ids: Any = raw_ids.to_numpy()
+    pop_ids_int = getattr(population, "has_default_ids", False) or np.issubdtype(
+        np.asarray(population.ids_at(np.zeros(1, dtype=np.int64))).dtype, np.integer
+    )
+    if pop_ids_int:
+        conv = pd.to_numeric(raw_ids, errors="coerce")
+        badid = conv.isna() | (conv != conv.round())
+        if badid.any():
+            i = int(np.flatnonzero(badid.to_numpy())[0])
+            raise UserError(
+                f"labels file {str(path)!r} line {i + 2}: id {raw_ids.iloc[i]!r} is not an "
+                "integer id of this population"
+            )
+        ids = conv.astype(np.int64).to_numpy()
+    return ids, labels
+
+
+@app.command()
+@_command
+def record(
+    audit_dir: Annotated[Path, typer.Argument(metavar="AUDIT")],
+    labels: Annotated[
+        Path, typer.Argument(metavar="LABELS_CSV", help="CSV with columns id,label (0/1).")
+    ],
+) -> None:
+    """Record labels from a CSV with columns id,label (all or nothing)."""
+    opened = _open(audit_dir)
+    ids, values = read_labels_csv(labels, opened.population)
+    before = int(opened.audit.n_labels)
+    opened.audit.record(ids, values)
+    after = int(opened.audit.n_labels)
+    _console().print(
+        f"recorded {after - before} new label(s) ({len(ids) - (after - before)} already known); "
+        f"{after} labels in total"
+    )
+
+
+# ------------------------------------------------------------------------------ status
+def _fmt_p(x: float) -> str:
+    return f"{x:.4f}"
+
+
+@app.command()
+@_command
+def status(audit_dir: Annotated[Path, typer.Argument(metavar="AUDIT")]) -> None:
+    """Posterior table, labels per stratum and the state of the acceptance rule."""
+    from rich.table import Table
+
+    opened = _open(audit_dir)
+    audit = opened.audit
+    out = _console()
+    n_labels = int(audit.n_labels)
+    out.print(
+        f"[bold]audit {audit_dir}[/]: {n_labels} labels, metric {opened.metric}, design "
+        f"{opened.meta['design']}, prior {opened.meta['prior']}"
+    )
+    pending = len(audit.pending)
+    if pending:
+        out.print(f"{pending} item(s) proposed but not labelled yet (record them any time)")
+    if n_labels == 0:
+        out.print("no labels yet: run `bayes-eval next` and `bayes-eval record`")
+    post = audit.estimate()
+    level = opened.level
+    summ = post.summary(level=level)
+    t = Table(title=f"Posterior (one-sided {level:g} bounds)")
+    for col in ("metric", "mean", "sd", f"lower {level:g}", f"upper {level:g}"):
+        t.add_column(col, justify="right" if col != "metric" else "left")
+    tag = f"{level:g}"
+    for name, row in summ.iterrows():
+        style = "bold" if name == opened.metric else None
+        t.add_row(
+            str(name),
+            _fmt_p(row["mean"]),
+            _fmt_p(row["sd"]),
+            _fmt_p(row[f"lower_{tag}"]),
+            _fmt_p(row[f"upper_{tag}"]),
+            style=style,
+        )
+    out.print(t)
+    st = post.strata_table()
+    t2 = Table(title="Strata")
+    for col in ("stratum", "side", "scores", "N", "labelled", "positives", "rate"):
+        t2.add_column(col, justify="right")
+    for k, row in st.iterrows():
+        t2.add_row(
+            str(k),
+            "+" if row["predicted"] else "−",
+            f"[{row['score_min']:.3g}, {row['score_max']:.3g}]",
+            f"{int(row['N']):,}",
+            str(int(row["labelled"])),
+            str(int(row["positives"])),
+            f"{row['rate_mean']:.3f}",
+        )
+    out.print(t2)
+    target = opened.target
+    if target is None:
+        out.print("no --target was set at init: no acceptance rule")
+        return
+    p = post.prob_at_least(opened.metric, target)
+    lb = post.lower_bound(opened.metric, level)
+    looks = _looks(audit)
+    out.print(
+        f"acceptance rule: {opened.metric} >= {target:g} at level {level:g}: "
+        f"P = {p:.4f}, {level:g} lower bound {lb:.4f} → "
+        + ("[green]would accept (uncorrected)[/]" if p >= level else "[yellow]not yet[/]")
+    )
+    out.print(
+        f"looks so far: {looks}; with more than one look the nominal level overstates the "
+        "actual one: use `bayes-eval certify --corrected`"
+    )
+
+
+def _looks(audit: Any) -> int:
+    """Looks taken at an audit's posterior: the record calls that added labels (a person can
+    look after each), or the looks of ``Audit.run``, whichever is more; at least 1."""
+    from_run = int(getattr(audit, "looks", 0) or 0)
+    return max(from_run, len(_label_groups(audit)), 1)
+
+
+def _label_groups(audit: Any) -> list[list[tuple[Any, int]]]:
+    """Labels of the audit's ledger grouped by the ``record`` call that wrote them (one time
+    stamp per call), in order; each entry is a list of (id, label)."""
+    from .ledger import LEDGER_NAME, read_ledger
+
+    path = getattr(audit, "path", None)
+    if path is None or not (Path(path) / LEDGER_NAME).is_file():
+        return []
+    records, _, _ = read_ledger(Path(path) / LEDGER_NAME)
+    groups: list[list[tuple[Any, int]]] = []
+    last = None
+    for rec in records:
+        if rec.get("type") != "label":
+            continue
+        if rec.get("at") != last:
+            groups.append([])
+            last = rec.get("at")
+        groups[-1].append((rec["id"], int(rec["label"])))
+    return groups
+
+
+def ledger_trajectory(audit: Any, level: float, *, draws: int = 4000, max_looks: int = 200) -> Any:
+    """Posterior mean and one-sided ``level`` lower bound of the audit's metric after every
+    ``record`` call in its ledger, as an xarray Dataset over ``look`` (None without labels).
+
+    Each look re-estimates from the per-stratum counts at that point (``draws`` Monte Carlo
+    draws, seeded by the audit's seed and the look); with more than ``max_looks`` record calls,
+    ``max_looks`` evenly spaced ones (always including the last) are shown.
+    """
+    import numpy as np
+    import xarray as xr
+
+    from .posterior import estimate_from_stratum_counts
+
+    groups = _label_groups(audit)
+    if not groups:
+        return None
+    strata = audit.strata
+    k = int(strata.n_strata)
+    pop = audit.population
+    n = np.zeros(k, dtype=np.int64)
+    h = np.zeros(k, dtype=np.int64)
+    cum: list[tuple[np.ndarray, np.ndarray]] = []
+    for group in groups:
+        ids = np.asarray([g[0] for g in group])
+        ys = np.asarray([g[1] for g in group], dtype=np.int64)
+        st = strata.stratum_of(pop.positions_of(ids))
+        n += np.bincount(st, minlength=k)
+        h += np.bincount(st, weights=ys, minlength=k).astype(np.int64)
+        cum.append((n.copy(), h.copy()))
+    pick = np.unique(np.linspace(0, len(cum) - 1, min(max_looks, len(cum))).round().astype(int))
+    rows = []
+    prior = (audit.prior_a, audit.prior_b, audit.prior_description)
+    for i in pick:
+        nn, hh = cum[i]
+        post = estimate_from_stratum_counts(
+            strata,
+            nn,
+            hh,
+            prior=prior,
+            finite_population=audit.finite_population,
+            draws=draws,
+            rng=np.random.default_rng([audit.seed, 0x7A, int(i)]),
+            metrics=(audit.metric,),
+        )
+        rows.append((int(nn.sum()), post.mean(audit.metric), post.lower_bound(audit.metric, level)))
+    arr = np.asarray(rows, dtype=np.float64)
+    return xr.Dataset(
+        {
+            "n_labels": ("look", arr[:, 0].astype(np.int64)),
+            "estimate": ("look", arr[:, 1]),
+            "lower_bound": ("look", arr[:, 2]),
+        },
+        coords={"look": pick + 1},
+        attrs={
+            "lower_bound_label": f"{level:g} one-sided lower bound",
+            "source": "ledger: one look per record call",
+        },
+    )
+
+
+# ------------------------------------------------------------------------------ certify
+CALIBRATION_FILE = "cli_calibration.json"
+
+
+def planning_rates(strata: Any, prior_a: Any, prior_b: Any) -> tuple[Any, str]:
+    """Plausible stratum rates for the least-favourable truth, chosen without the audit's labels:
+    the stratum score midpoints when scores lie in [0, 1] (read as probabilities), else the prior
+    means. (The calibration shifts them until the metric equals the target; only their shape
+    matters.)"""
+    import numpy as np
+
+    lo, hi = np.asarray(strata.score_min), np.asarray(strata.score_max)
+    if np.all(np.isfinite(lo)) and lo.min() >= 0.0 and hi.max() <= 1.0:
+        return np.clip((lo + hi) / 2.0, 0.0, 1.0), "scores"
+    a, b = np.asarray(prior_a, dtype=float), np.asarray(prior_b, dtype=float)
+    return a / (a + b), "prior"
+
+
+def audit_prior(audit: Any) -> tuple[Any, Any]:
+    """The audit's per-stratum Beta prior ``(a, b)``."""
+    return audit.prior_a, audit.prior_b
+
+
+def corrected_certification(
+    audit: Any,
+    post: Any,
+    *,
+    target: float,
+    level: float,
+    batch_size: int,
+    budget: int,
+    n_sims: int,
+    max_mcse: float,
+    looks: int,
+    cache_dir: Path | None = None,
+) -> tuple[Any, Any]:
+    """Certification with the sequential correction, and the calibration's coverage curve.
+
+    Simulates the audit's procedure (its strata, design, prior, a look after every
+    ``batch_size`` labels up to ``budget``) under the least-favourable truth with
+    :func:`bayes_eval.sequential.calibrate_sequential`, takes the corrected nominal level for the
+    actual ``level`` and certifies at it. The result is cached in ``cache_dir`` by a key of
+    everything it depends on (it does not depend on the labels).
+    """
+    import dataclasses
+
+    import numpy as np
+    import xarray as xr
+
+    import bayes_eval as be
+
+    from .sequential import calibrate_sequential, calibration_key
+
+    strata = audit.strata
+    rates, source = planning_rates(strata, audit.prior_a, audit.prior_b)
+    seed = int(audit.seed)
+    key = calibration_key(
+        sizes=np.asarray(strata.sizes),
+        predicted=np.asarray(strata.predicted, dtype=int),
+        design=str(audit.design_name),
+        options=dict(audit.design_options or {}),
+        metric=audit.metric,
+        target=target,
+        level=level,
+        prior=audit.prior_description,
+        batch=batch_size,
+        budget=budget,
+        rates=rates,
+        n_sims=n_sims,
+        max_mcse=max_mcse,
+        seed=seed,
+        finite_population=bool(audit.finite_population),
+    )
+    file = None if cache_dir is None else Path(cache_dir) / CALIBRATION_FILE
+    stored = None
+    if file is not None and file.is_file():
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+        except ValueError:
+            data = {}
+        if data.get("key") == key:
+            stored = data
+    if stored is None:
+        cal = calibrate_sequential(
+            strata,
+            metric=audit.metric,
+            target=target,
+            design=audit.design_name,
+            design_options=audit.design_options or None,
+            batch_size=batch_size,
+            budget=budget,
+            prior=(audit.prior_a, audit.prior_b),
+            rates=rates,
+            finite_population=bool(audit.finite_population),
+            n_sims=n_sims,
+            max_mcse=max_mcse,
+            rng=seed,
+        )
+        curve = cal.curve
+        stored = {
+            "key": key,
+            "level": level,
+            "level_used": cal.corrected_level(level),
+            "describe": cal.describe(level).replace(
+                "from user rates", f"from {source}-based planning rates"
+            ),
+            "rates_source": source,
+            "n_sims": n_sims,
+            "curve": {
+                name: np.asarray(curve[name].values).tolist()
+                for name in ("nominal", "actual", "mcse", "accept_rate", "mean_labels")
+            },
+        }
+        if file is not None:
+            _write_atomic(file, json.dumps(stored, indent=1) + "\n")
+    c = stored["curve"]
+    curve = xr.Dataset(
+        {
+            name: ("nominal", np.asarray(c[name]))
+            for name in ("actual", "mcse", "accept_rate", "mean_labels")
+        },
+        coords={"nominal": np.asarray(c["nominal"])},
+        attrs={"corrected_level": stored["level_used"], "level": level},
+    )
+    used = float(stored["level_used"])
+    base = be.certify(post, audit.metric, target, level, looks=looks, design=str(audit.design_name))
+    cert = dataclasses.replace(
+        base,
+        accepted=bool(base.prob_at_least >= used),
+        lower_bound=post.lower_bound(audit.metric, used),
+        level_used=used,
+        correction=stored["describe"],
+        correction_mcse=float(np.sqrt(level * (1 - level) / n_sims)),
+    )
+    return cert, curve
+
+
+def _certification(
+    opened: _Opened,
+    post: Any,
+    corrected: bool,
+    target: float | None,
+    level: float | None,
+    n_sims: int,
+    max_mcse: float = 0.005,
+) -> tuple[Any, Any]:
+    import bayes_eval as be
+
+    target = opened.target if target is None else target
+    if target is None:
+        raise UserError("no target: pass --target (or set it at init)")
+    level = opened.level if level is None else level
+    audit = opened.audit
+    looks = _looks(audit)
+    if not corrected:
+        return be.certify(
+            post, opened.metric, target, level, looks=looks, design=str(audit.design_name)
+        ), None
+    with _spinner("calibrating the sequential correction (simulated audits; cached)"):
+        return corrected_certification(
+            audit,
+            post,
+            target=target,
+            level=level,
+            batch_size=int(opened.meta["batch_size"]),
+            budget=max(int(opened.meta["budget"]), int(audit.n_labels)),
+            n_sims=n_sims,
+            max_mcse=max_mcse,
+            looks=looks,
+            cache_dir=opened.path,
+        )
+
+
+class _spinner:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._status: Any = None
+
+    def __enter__(self) -> _spinner:
+        self._status = _console(stderr=True).status(self.text)
+        self._status.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._status.__exit__(*exc)
+
+
+def _print_certification(cert: Any) -> None:
+    from rich.panel import Panel
+    from rich.table import Table
+
+    t = Table.grid(padding=(0, 2))
+    t.add_column(style="bold")
+    t.add_column()
+    rows = [
+        ("claim", f"{cert.metric} >= {cert.target:g} at level {cert.level_requested:g}"),
+        ("verdict", "[green]ACCEPTED[/]" if cert.accepted else "[red]NOT ACCEPTED[/]"),
+        (f"P({cert.metric} >= {cert.target:g})", f"{cert.prob_at_least:.4f}"),
+        ("nominal level used", f"{cert.level_used:.4f}"),
+        ("lower bound at level used", f"{cert.lower_bound:.4f}"),
+        ("labels", f"{cert.labels}"),
+        ("looks", f"{cert.looks}"),
+        ("design", f"{cert.design}"),
+        ("prior / model", f"{cert.prior} / {cert.model}"),
+        ("correction", f"{cert.correction}"),
+    ]
+    for k, v in rows:
+        t.add_row(k, v)
+    _console().print(Panel(t, title="Certification", expand=False))
+
+
+@app.command()
+@_command
+def certify(
+    audit_dir: Annotated[Path, typer.Argument(metavar="AUDIT")],
+    corrected: Annotated[
+        bool,
+        typer.Option(
+            "--corrected/--uncorrected",
+            help="Correct the level for repeated looks (simulated, least-favourable truth).",
+        ),
+    ] = False,
+    target: Annotated[float | None, typer.Option(help="Override the target set at init.")] = None,
+    level: Annotated[float | None, typer.Option(help="Override the level set at init.")] = None,
+    n_sims: Annotated[
+        int, typer.Option("--n-sims", help="Simulated audits for --corrected.")
+    ] = 4000,
+    max_mcse: Annotated[
+        float,
+        typer.Option("--max-mcse", help="Largest Monte Carlo s.e. of the corrected actual level."),
+    ] = 0.005,
+) -> None:
+    """Certify metric >= target at the audit's level."""
+    opened = _open(audit_dir)
+    post = opened.audit.estimate()
+    cert, _ = _certification(opened, post, corrected, target, level, n_sims, max_mcse)
+    _print_certification(cert)
+
+
+# ------------------------------------------------------------------------------ report
+@app.command()
+@_command
+def report(
+    audit_dir: Annotated[Path, typer.Argument(metavar="AUDIT")],
+    out: Annotated[Path, typer.Option("--out", help="Output file: .html or .md.")] = Path(
+        "report.html"
+    ),
+    corrected: Annotated[
+        bool,
+        typer.Option("--corrected/--uncorrected", help="Certify with the sequential correction."),
+    ] = False,
+    n_sims: Annotated[
+        int, typer.Option("--n-sims", help="Simulated audits for --corrected.")
+    ] = 4000,
+    max_mcse: Annotated[
+        float,
+        typer.Option("--max-mcse", help="Largest Monte Carlo s.e. of the corrected actual level."),
+    ] = 0.005,
+) -> None:
+    """Write the posterior report (self-contained HTML, or Markdown with PNG files)."""
+    _setup_matplotlib()
+    from .report import write_report
+
+    if out.suffix.lower() not in (".html", ".htm", ".md"):
+        raise UserError(f"--out {str(out)!r} has suffix {out.suffix!r}; allowed: .html or .md")
+    if not out.parent.exists():
+        raise UserError(f"--out {str(out)!r}: directory {str(out.parent)!r} does not exist")
+    opened = _open(audit_dir)
+    post = opened.audit.estimate()
+    cert = curve = None
+    if opened.target is not None and post.n_labels > 0:
+        cert, curve = _certification(opened, post, corrected, None, None, n_sims, max_mcse)
+    trajectory = ledger_trajectory(opened.audit, opened.level)
+    with _spinner("drawing the report"):
+        write_report(
+            opened.audit,
+            out,
+            certification=cert,
+            trajectory=trajectory,
+            calibration=curve,
+            metric=opened.metric,
+            target=opened.target,
+            level=opened.level,
+            title=f"bayes_eval audit report: {audit_dir.name}",
+            disclosure=opened.disclosure(),
+        )
+    _console().print(f"wrote {out}")
+
+
+# ------------------------------------------------------------------------------ pair-recall
+def _parse_hn(text: str | None, name: str) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    parts = text.replace(",", "/").split("/")
+    try:
+        h, n = (int(p.strip()) for p in parts)
+    except ValueError:
+        raise UserError(
+            f"{name} {text!r} is not allowed; allowed: POSITIVES/LABELLED, e.g. 42/50"
+        ) from None
+    return h, n
+
+
+@app.command("pair-recall")
+@_command
+def pair_recall_cmd(
+    size_1: Annotated[int, typer.Option("--size-1", help="|A1|: items flagged by classifier 1.")],
+    size_2: Annotated[int, typer.Option("--size-2", help="|A2|: items flagged by classifier 2.")],
+    size_12: Annotated[int, typer.Option("--size-12", help="|A12|: items flagged by both.")],
+    labels_1: Annotated[
+        str | None,
+        typer.Option(
+            "--labels-1", help="POSITIVES/LABELLED of a uniform sample of A1, e.g. 42/50."
+        ),
+    ] = None,
+    labels_2: Annotated[
+        str | None, typer.Option("--labels-2", help="As --labels-1, for A2.")
+    ] = None,
+    labels_12: Annotated[
+        str | None, typer.Option("--labels-12", help="As --labels-1, for A12.")
+    ] = None,
+    precision_1: Annotated[
+        float | None,
+        typer.Option(
+            "--precision-1", help="Known precision of classifier 1 (instead of --labels-1)."
+        ),
+    ] = None,
+    precision_2: Annotated[float | None, typer.Option("--precision-2")] = None,
+    precision_12: Annotated[float | None, typer.Option("--precision-12")] = None,
+    universe: Annotated[int | None, typer.Option(help="|U|, enables Eq. (2).")] = None,
+    prior: Annotated[str, typer.Option(help="jeffreys, uniform or 'a,b'.")] = "jeffreys",
+    draws: Annotated[int, typer.Option(help="Monte Carlo draws.")] = 40_000,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    level: Annotated[float, typer.Option(help="One-sided level of the bounds.")] = 0.95,
+) -> None:
+    """Recall of two classifiers from their overlap (Bommannavar et al., Eq. 1 and 2)."""
+    import numpy as np
+    from rich.table import Table
+
+    import bayes_eval as be
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = be.pair_recall(
+            size_1,
+            size_2,
+            size_12,
+            labels_1=_parse_hn(labels_1, "--labels-1"),
+            labels_2=_parse_hn(labels_2, "--labels-2"),
+            labels_12=_parse_hn(labels_12, "--labels-12"),
+            universe=universe,
+            prior=_parse_prior(prior),
+            draws=draws,
+            rng=seed,
+            precision_1=precision_1,
+            precision_2=precision_2,
+            precision_12=precision_12,
+        )
+    summ = res.summary(level=level)
+    t = Table(
+        title=f"Pair recall (|A1|={size_1:,}, |A2|={size_2:,}, |A12|={size_12:,}"
+        + (f", |U|={universe:,}" if universe else "")
+        + ")"
+    )
+    tag = f"{level:g}"
+    cols = {
+        "mean": "mean",
+        "sd": "sd",
+        f"lower_{tag}": f"lower {tag}",
+        f"upper_{tag}": f"upper {tag}",
+        "frac_above_1": "P(>1)",
+    }
+    cols = {k: v for k, v in cols.items() if k in summ.columns}
+    t.add_column("quantity", no_wrap=True)
+    for label in cols.values():
+        t.add_column(label, justify="right", no_wrap=True)
+    for name, row in summ.iterrows():
+        cells = []
+        for key in cols:
+            v = float(row[key])
+            cells.append("" if np.isnan(v) else (f"{v:,.0f}" if abs(v) >= 100 else f"{v:.4f}"))
+        t.add_row(str(name), *cells)
+    out = _console()
+    out.print(t)
+    out.print(f"{res.n_labels} labels, prior {res.prior}, {draws} draws, seed {seed}")
+    for w in caught:
+        typer.echo(f"warning: {' '.join(str(w.message).split())}", err=True)
+
+
+# ------------------------------------------------------------------------------ demo
+@app.command()
+@_command
+def demo(
+    out: Annotated[Path, typer.Option("--out", help="Report file (.html or .md).")] = Path(
+        "bayes_eval_demo_report.html"
+    ),
+    target: Annotated[float, typer.Option(help="Claim to certify: F1 >= target.")] = 0.65,
+    level: Annotated[float, typer.Option(help="Claimed (actual) level.")] = 0.95,
+    budget: Annotated[int, typer.Option(help="Most labels the simulated judge gives.")] = 2000,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Labels per batch.")] = 20,
+    design: Annotated[
+        str,
+        typer.Option(
+            help="Sampling design. The default is vectorised in the calibration; "
+            "posterior_variance is simulated one audit at a time (minutes, not seconds)."
+        ),
+    ] = "proportional",
+    strata: Annotated[int, typer.Option(help="Strata per predicted side.")] = 5,
+    n_sims: Annotated[
+        int,
+        typer.Option("--n-sims", help="Simulated audits calibrating the sequential correction."),
+    ] = 2000,
+    max_mcse: Annotated[
+        float,
+        typer.Option("--max-mcse", help="Largest Monte Carlo s.e. of the corrected actual level."),
+    ] = 0.005,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    audit_dir: Annotated[
+        Path | None,
+        typer.Option("--audit-dir", help="Keep the audit directory here (default: not persisted)."),
+    ] = None,
+) -> None:
+    """End-to-end audit on the shipped demo population with a simulated judge."""
+    _setup_matplotlib()
+    t0 = time.perf_counter()
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    import bayes_eval as be
+
+    from ._validation import check_level, check_positive_int
+    from .report import write_report
+    from .sequential import calibrate_sequential
+    from .strata import stratify
+
+    check_level(level, "--level")
+    check_positive_int(budget, "--budget")
+    check_positive_int(batch_size, "--batch-size")
+    if not 0.0 < target < 1.0:
+        raise UserError(f"--target {target!r} is outside the open interval (0, 1)")
+    if out.suffix.lower() not in (".html", ".htm", ".md"):
+        raise UserError(f"--out {str(out)!r} has suffix {out.suffix!r}; allowed: .html or .md")
+    if not out.parent.exists():
+        raise UserError(f"--out {str(out)!r}: directory {str(out.parent)!r} does not exist")
+    if audit_dir is not None and audit_dir.exists() and any(audit_dir.iterdir()):
+        raise UserError(f"--audit-dir {str(audit_dir)!r} already exists and is not empty")
+    console = _console()
+    lp = be.datasets.demo_population()
+    pop = lp.population
+    truth = lp.true_metrics()
+    console.print(f"[bold]demo population[/]: {lp.description}")
+    console.print(
+        f"claim to check: F1 >= {target:g} at level {level:g} "
+        f"(true F1 {truth['f1']:.3f}, unknown to the audit)"
+    )
+    st = stratify(pop, method="equal_size", n_strata=strata, rng=seed)
+    audit = be.Audit(
+        pop, strata=st, metric="f1", design=design, prior="jeffreys", rng=seed, path=audit_dir
+    )
+    rule = be.stop.Accept(
+        target, level=level, corrected=True, n_sims=n_sims, rng=seed, max_mcse=max_mcse
+    )
+    columns = (
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=_console(stderr=True), transient=False) as progress:
+        cal_task = progress.add_task(
+            f"calibrating the correction ({n_sims:,} simulated audits)", total=1
+        )
+        task = progress.add_task("labelling (simulated judge)", total=budget, start=False)
+
+        def judge(ids: Any) -> Any:
+            # the simulated judge: true labels; called once per batch by Audit.run
+            if not progress.tasks[task].started:
+                progress.update(cal_task, completed=1)
+                progress.start_task(task)
+            labels = lp.oracle(ids)
+            progress.advance(task, len(labels))
+            return labels
+
+        # the "lower" column of the trajectory is the lower end of an equal-tailed interval at
+        # 2 level - 1, i.e. the one-sided lower bound at `level`
+        result = audit.run(
+            judge, budget=budget, batch_size=batch_size, stop=rule, level=2 * level - 1
+        )
+        progress.update(task, total=result.n_labels, completed=result.n_labels)
+        # the coverage curve for the report: the same simulation as the stop rule's (same
+        # strata, design, schedule, prior, planning rates and seed, hence the same numbers)
+        curve_task = progress.add_task("coverage curve for the report", total=1)
+        cal = calibrate_sequential(
+            st,
+            metric="f1",
+            target=target,
+            design=design,
+            batch_size=batch_size,
+            budget=budget,
+            prior="jeffreys",
+            rates=planning_rates(st, *audit_prior(audit))[0],
+            n_sims=n_sims,
+            max_mcse=max_mcse,
+            rng=seed,
+        )
+        progress.update(curve_task, completed=1)
+    cert = result.certification
+    post = result.posterior
+    _print_certification(cert)
+    same = abs(cal.corrected_level(level) - cert.level_used) < 1e-12
+    trajectory = result.trajectory.copy()
+    trajectory.attrs["lower_bound_label"] = f"{level:g} one-sided lower bound (nominal)"
+    with _spinner("drawing the report"):
+        write_report(
+            post,
+            out,
+            certification=cert,
+            trajectory=trajectory,
+            calibration=cal if same else None,
+            metric="f1",
+            target=target,
+            level=level,
+            truth=truth,
+            title="bayes_eval demo: certifying F1 on a simulated audit",
+            disclosure={
+                "population": lp.description,
+                "design": design,
+                "stopped by": result.stopped_by,
+                "seed": seed,
+                "budget": budget,
+                "batch size": batch_size,
+                "population fingerprint (sha256)": pop.fingerprint(),
+                "calibration simulations": n_sims,
+            },
+        )
+    console.print(
+        f"estimated F1 {post.mean('f1'):.3f} (true {truth['f1']:.3f}) from "
+        f"{post.n_labels} labels of {pop.size:,} items"
+    )
+    console.print(f"wrote {out} in {time.perf_counter() - t0:.1f} s")
+
+
+def main() -> None:  # pragma: no cover - console entry point alternative
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

@@ -1,0 +1,351 @@
+"""The bayes-eval command line: audit round trips, user errors, the demo."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from bayes_eval.cli import CLI_FILE, app
+
+runner = CliRunner()
+
+
+def run(*args: str):
+    return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+
+def flat(text: str) -> str:
+    """Text of a rich panel or table as one line (box characters and wrapping removed)."""
+    return " ".join(re.sub(r"[│╭╮╰╯─┃┏┓┗┛━┡┩╇┳┻╋┣┫]", " ", text).split())
+
+
+def assert_user_error(result, match: str) -> None:
+    """Exit status 1, exactly one line on stderr starting with 'error:', no traceback."""
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: "), lines[0]
+    assert re.search(match, lines[0]), lines[0]
+    assert "Traceback" not in result.output
+
+
+@pytest.fixture(scope="module")
+def population_frame():
+    """3,000 items with string ids, calibrated scores and their (hidden) truth."""
+    rng = np.random.default_rng(2024)
+    scores = rng.beta(0.6, 2.0, size=3000)
+    truth = rng.random(3000) < scores
+    ids = [f"doc-{i:05d}" for i in range(3000)]
+    return pd.DataFrame({"doc": ids, "p": scores}), dict(zip(ids, truth.astype(int), strict=True))
+
+
+@pytest.fixture
+def parquet_file(population_frame, tmp_path):
+    frame, _ = population_frame
+    path = tmp_path / "scores.parquet"
+    frame.to_parquet(path)
+    return path
+
+
+def _init(audit, scores, *extra: str):
+    return run(
+        "init",
+        audit,
+        "--scores",
+        scores,
+        "--score-col",
+        "p",
+        "--id-col",
+        "doc",
+        "--threshold",
+        "0.5",
+        "--metric",
+        "f1",
+        "--target",
+        "0.3",
+        "--level",
+        "0.9",
+        "--design",
+        "proportional",
+        "--strata",
+        "3",
+        "--method",
+        "equal_size",
+        "--seed",
+        "0",
+        *extra,
+    )
+
+
+def _label(batch_csv, truth, out_csv):
+    batch = pd.read_csv(batch_csv, dtype={"id": str})
+    pd.DataFrame({"id": batch["id"], "label": [truth[i] for i in batch["id"]]}).to_csv(
+        out_csv, index=False
+    )
+    return batch
+
+
+@pytest.mark.slow  # 10-35 s on 2 busy cores: three reports' worth of figures and a calibration
+def test_round_trip_parquet(parquet_file, population_frame, tmp_path):
+    _, truth = population_frame
+    audit = tmp_path / "audit"
+    res = _init(audit, parquet_file)
+    assert res.exit_code == 0, res.output
+    meta = json.loads((audit / CLI_FILE).read_text())
+    assert meta["population"]["path"] == str(parquet_file.resolve())
+    assert len(meta["population"]["sha256"]) == 64
+    assert (audit / "manifest.json").is_file()
+
+    seen: set[str] = set()
+    for _ in range(3):
+        res = run("next", audit, "-n", "20", "--out", tmp_path / "batch.csv")
+        assert res.exit_code == 0, res.output
+        batch = _label(tmp_path / "batch.csv", truth, tmp_path / "labels.csv")
+        assert list(batch.columns) == ["id", "score", "stratum"]
+        assert len(batch) == 20 and not set(batch["id"]) & seen  # never proposed twice
+        seen |= set(batch["id"])
+        res = run("record", audit, tmp_path / "labels.csv")
+        assert res.exit_code == 0, res.output
+    # re-recording the same labels is a no-op
+    res = run("record", audit, tmp_path / "labels.csv")
+    assert res.exit_code == 0 and "60 labels in total" in res.output
+
+    res = run("status", audit)
+    assert res.exit_code == 0, res.output
+    assert "f1" in res.stdout and "Strata" in res.stdout and "acceptance rule" in res.stdout
+
+    res = run("certify", audit)
+    assert res.exit_code == 0, res.output
+    assert "Certification" in res.stdout and "f1 >= 0.3" in res.stdout
+    assert "looks 3" in flat(res.stdout)
+    assert "3 looks without sequential correction" in flat(res.stdout)
+
+    # the sequential correction: simulated once, cached in the audit directory
+    res = run("certify", audit, "--corrected", "--n-sims", "300", "--max-mcse", "0.02")
+    assert res.exit_code == 0, res.output
+    assert "sequential correction: nominal" in flat(res.stdout)
+    cached = json.loads((audit / "cli_calibration.json").read_text())
+    assert 0.9 < cached["level_used"] < 1.0 and cached["n_sims"] == 300
+
+    out = tmp_path / "report.html"
+    res = run("report", audit, "--out", out, "--corrected", "--n-sims", "300", "--max-mcse", "0.02")
+    assert res.exit_code == 0, res.output
+    html = out.read_text()
+    figures = re.findall(r'<figure id="fig-([a-z]+)"', html)
+    assert figures == ["posterior", "strata", "trajectory", "calibration"]
+    assert str(parquet_file.resolve()) in html and meta["population"]["sha256"] in html
+    assert f"{cached['level_used']:.4g}" in html
+    png = base64.b64decode(re.search(r"base64,([A-Za-z0-9+/=]+)", html).group(1))
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+    assert_user_error(run("report", audit, "--out", tmp_path / "r.pdf"), "allowed: .html or .md")
+
+
+def test_round_trip_csv_to_stdout(population_frame, tmp_path):
+    frame, truth = population_frame
+    csv = tmp_path / "scores.csv"
+    frame.to_csv(csv, index=False)
+    audit = tmp_path / "audit_csv"
+    assert _init(audit, csv).exit_code == 0
+    res = run("next", audit, "-n", "15")
+    assert res.exit_code == 0, res.output
+    batch = pd.read_csv(pd.io.common.StringIO(res.stdout), dtype={"id": str})
+    assert list(batch.columns) == ["id", "score", "stratum"] and len(batch) == 15
+    pd.DataFrame({"id": batch["id"], "label": [truth[i] for i in batch["id"]]}).to_csv(
+        tmp_path / "l.csv", index=False
+    )
+    assert run("record", audit, tmp_path / "l.csv").exit_code == 0
+    res = run("status", audit)
+    assert res.exit_code == 0 and "15 labels" in res.stdout
+
+
+# ------------------------------------------------------------------------------ user errors
+def test_bad_column_is_one_line(parquet_file, tmp_path):
+    res = run(
+        "init",
+        tmp_path / "a",
+        "--scores",
+        parquet_file,
+        "--score-col",
+        "nope",
+        "--threshold",
+        "0.5",
+    )
+    assert_user_error(res, "nope")
+    assert not (tmp_path / "a").exists()  # nothing half-created
+
+
+def test_missing_audit_is_one_line(tmp_path):
+    assert_user_error(run("status", tmp_path / "missing"), "does not exist")
+    assert_user_error(run("next", tmp_path / "missing"), "does not exist")
+
+
+@pytest.fixture
+def started(parquet_file, population_frame, tmp_path):
+    audit = tmp_path / "audit"
+    assert _init(audit, parquet_file).exit_code == 0
+    res = run("next", audit, "-n", "10", "--out", tmp_path / "batch.csv")
+    assert res.exit_code == 0, res.output
+    batch = pd.read_csv(tmp_path / "batch.csv", dtype={"id": str})
+    return audit, batch, population_frame[1]
+
+
+def _ledger_bytes(audit):
+    return (audit / "ledger.jsonl").read_bytes()
+
+
+def test_label_two_is_refused_and_nothing_written(started, tmp_path):
+    audit, batch, truth = started
+    labels = [truth[i] for i in batch["id"]]
+    labels[3] = 2
+    pd.DataFrame({"id": batch["id"], "label": labels}).to_csv(tmp_path / "l.csv", index=False)
+    before = _ledger_bytes(audit)
+    assert_user_error(run("record", audit, tmp_path / "l.csv"), r"line 5: label '2'")
+    assert _ledger_bytes(audit) == before
+
+
+def test_never_proposed_id_is_refused_and_nothing_written(started, tmp_path, population_frame):
+    audit, batch, truth = started
+    frame = population_frame[0]
+    other = next(i for i in frame["doc"] if i not in set(batch["id"]))
+    ids = [*batch["id"][:5], other]
+    pd.DataFrame({"id": ids, "label": [truth[i] for i in ids]}).to_csv(
+        tmp_path / "l.csv", index=False
+    )
+    before = _ledger_bytes(audit)
+    assert_user_error(run("record", audit, tmp_path / "l.csv"), other)
+    assert _ledger_bytes(audit) == before
+
+
+def test_unknown_id_and_bad_columns_are_refused(started, tmp_path):
+    audit, batch, _ = started
+    pd.DataFrame({"id": ["no-such-doc"], "label": [1]}).to_csv(tmp_path / "l.csv", index=False)
+    assert_user_error(run("record", audit, tmp_path / "l.csv"), "no-such-doc")
+    pd.DataFrame({"item": batch["id"], "y": 1}).to_csv(tmp_path / "m.csv", index=False)
+    assert_user_error(run("record", audit, tmp_path / "m.csv"), "required: id,label")
+
+
+def test_changed_population_file_is_refused(started, parquet_file, population_frame):
+    audit, _, _ = started
+    frame = population_frame[0].copy()
+    frame.loc[0, "p"] = 0.999
+    frame.to_parquet(parquet_file)
+    for cmd in (("next", audit), ("status", audit), ("record", audit, parquet_file)):
+        assert_user_error(run(*cmd), "changed since init")
+
+
+def test_existing_audit_directory_is_not_overwritten(started, parquet_file):
+    audit, _, _ = started
+    before = (audit / CLI_FILE).read_bytes()
+    assert_user_error(_init(audit, parquet_file), "already exists")
+    assert (audit / CLI_FILE).read_bytes() == before
+
+
+def test_bad_options_are_one_line(parquet_file, tmp_path):
+    assert_user_error(_init(tmp_path / "b", parquet_file, "--prior", "beta"), "--prior 'beta'")
+    assert_user_error(
+        run(
+            "init",
+            tmp_path / "c",
+            "--scores",
+            parquet_file,
+            "--score-col",
+            "p",
+            "--metric",
+            "auc",
+            "--threshold",
+            "0.5",
+        ),
+        "--metric='auc'",
+    )
+    assert_user_error(
+        run(
+            "init",
+            tmp_path / "d",
+            "--scores",
+            tmp_path / "none.parquet",
+            "--score-col",
+            "p",
+            "--threshold",
+            "0.5",
+        ),
+        "does not exist",
+    )
+    assert not any((tmp_path / n).exists() for n in "bcd")
+
+
+# ------------------------------------------------------------------------------ pair-recall
+def test_pair_recall_prints_summary():
+    # Bommannavar et al. Table 3 (topic Apple) with the printed precisions taken as known:
+    # recall_1 = 0.774 * 420 / (0.247 * 10217) = 0.129 (Eq. 1), as in bayes_eval.pair_recall.
+    res = run(
+        "pair-recall",
+        "--size-1",
+        "676",
+        "--size-2",
+        "10217",
+        "--size-12",
+        "420",
+        "--precision-1",
+        "0.655",
+        "--precision-2",
+        "0.247",
+        "--precision-12",
+        "0.774",
+        "--universe",
+        "800000",
+        "--draws",
+        "100",
+    )
+    assert res.exit_code == 0, res.output
+    assert "recall_1" in res.stdout and "0.1288" in res.stdout
+
+
+def test_pair_recall_bad_labels_option():
+    res = run(
+        "pair-recall",
+        "--size-1",
+        "10",
+        "--size-2",
+        "10",
+        "--size-12",
+        "5",
+        "--labels-1",
+        "three of ten",
+        "--labels-2",
+        "4/10",
+        "--labels-12",
+        "4/5",
+    )
+    assert_user_error(res, "--labels-1")
+
+
+# ------------------------------------------------------------------------------ demo
+def test_demo_runs_end_to_end_and_writes_a_report(tmp_path):
+    out = tmp_path / "demo.html"
+    res = run(
+        "demo",
+        "--out",
+        out,
+        "--budget",
+        "200",
+        "--n-sims",
+        "400",
+        "--max-mcse",
+        "0.02",
+        "--seed",
+        "1",
+        "--design",
+        "proportional",
+    )
+    assert res.exit_code == 0, res.output
+    assert "Certification" in res.stdout and "wrote" in res.stdout
+    html = out.read_text()
+    assert html.count("data:image/png;base64,") >= 3  # posterior, strata, trajectory
+    assert "true f1 (known in this simulation)" in html

@@ -1,0 +1,276 @@
+"""Posterior reports: content, self-containment, Markdown, rendering in headless Chromium."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import shutil
+import struct
+import subprocess
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import bayes_eval as be
+from bayes_eval import _plots
+from bayes_eval.report import build_report, write_report
+from bayes_eval.sequential import calibrate_sequential
+
+_IMG = re.compile(r'<img[^>]*src="data:image/png;base64,([A-Za-z0-9+/=]+)"')
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    """Width and height from a PNG's IHDR chunk (first chunk after the 8-byte signature)."""
+    assert data[:8] == _plots.PNG_SIGNATURE
+    assert data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+@pytest.fixture(scope="module")
+def material():
+    """A posterior, a calibration, a certification and a trajectory (small, seeded)."""
+    rng = np.random.default_rng(7)
+    scores = rng.random(20_000)
+    truth = rng.random(20_000) < scores
+    pop = be.Population(scores, threshold=0.5)
+    strata = be.stratify(pop, n_strata=3)
+    ids = rng.choice(20_000, 400, replace=False)
+    post = be.estimate(strata, (ids, truth[ids]), draws=4000, rng=0)
+    cal = calibrate_sequential(
+        strata, metric="f1", target=0.75, budget=400, n_sims=1000, max_mcse=0.01, rng=0
+    )
+    cert = be.certify(post, "f1", 0.75, 0.95, calibration=cal, looks=20)
+    traj = xr.Dataset(
+        {
+            "n_labels": ("look", np.arange(1, 21) * 20),
+            "estimate": ("look", np.linspace(0.70, 0.78, 20)),
+            "lower_bound": ("look", np.linspace(0.40, 0.74, 20)),
+        },
+        coords={"look": np.arange(1, 21)},
+    )
+    return post, cal, cert, traj
+
+
+@pytest.fixture(scope="module")
+def html_report(material, tmp_path_factory):
+    post, cal, cert, traj = material
+    out = tmp_path_factory.mktemp("report") / "report.html"
+    write_report(
+        post,
+        out,
+        certification=cert,
+        trajectory=traj,
+        calibration=cal,
+        title="Test report",
+        disclosure={"population file": "/data/pop.parquet"},
+    )
+    return out
+
+
+def test_html_is_self_contained_with_four_png_figures(html_report, material):
+    post, _, cert, _ = material
+    text = html_report.read_text(encoding="utf-8")
+    assert text.startswith("<!DOCTYPE html>")
+    # nothing is loaded from elsewhere: no http(s) URLs, no external scripts or stylesheets
+    assert "http://" not in text and "https://" not in text
+    assert "<script" not in text and "<link" not in text
+    images = _IMG.findall(text)
+    assert len(images) == 4  # posterior, strata forest, trajectory, calibration
+    for b64 in images:
+        png = base64.b64decode(b64, validate=True)
+        width, height = _png_size(png)
+        assert width > 300 and height > 200
+        assert len(png) > 10_000  # a real plot, not an empty canvas
+        assert png.endswith(b"IEND\xaeB`\x82")
+    # the headline numbers are the posterior's
+    assert f"{post.mean('f1'):.4f}" in text
+    assert f"{post.lower_bound('f1', 0.95):.4f}" in text
+    assert f"{cert.level_used:.4g}" in text
+    assert ("NOT ACCEPTED" in text) == (not cert.accepted)
+
+
+def test_disclosure_block_lists_what_reproduces_the_claim(material, html_report):
+    post, cal, cert, traj = material
+    rep = build_report(
+        post,
+        certification=cert,
+        trajectory=traj,
+        calibration=cal,
+        disclosure={"seed": 123},
+        figures=False,
+    )
+    d = rep.disclosure
+    for key in (
+        "metric",
+        "target",
+        "level asked",
+        "level used",
+        "correction",
+        "looks taken",
+        "prior",
+        "model",
+        "finite population",
+        "Monte Carlo draws",
+        "labels used",
+        "strata",
+        "seed",
+        "version bayes-eval",
+        "version numpy",
+        "version arviz-plots",
+    ):
+        assert key in d, key
+    assert d["prior"] == "jeffreys"
+    assert d["looks taken"] == "20"
+    assert d["seed"] == "123"
+    assert d["correction"].startswith("sequential correction: nominal")
+    assert rep.figures == []
+    text = html_report.read_text(encoding="utf-8")
+    ids = re.findall(r'<figure id="fig-([a-z]+)"', text)
+    assert ids == ["posterior", "strata", "trajectory", "calibration"]
+    assert "<td>population file</td><td>/data/pop.parquet</td>" in text
+
+
+def test_posterior_only_report_has_two_figures_and_no_verdict(material, tmp_path):
+    post = material[0]
+    out = write_report(post, tmp_path / "plain.html")
+    text = out.read_text(encoding="utf-8")
+    assert len(_IMG.findall(text)) == 2
+    assert "ACCEPTED" not in text
+
+
+def test_markdown_variant_writes_png_files_next_to_it(material, tmp_path):
+    post, cal, cert, traj = material
+    out = write_report(
+        post, tmp_path / "audit.md", certification=cert, trajectory=traj, calibration=cal.curve
+    )
+    text = out.read_text(encoding="utf-8")
+    links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
+    assert links == [
+        "audit_posterior.png",
+        "audit_strata.png",
+        "audit_trajectory.png",
+        "audit_calibration.png",
+    ]
+    for name in links:
+        data = (tmp_path / name).read_bytes()
+        assert _png_size(data)[0] > 300
+    assert "## Disclosure" in text and "| prior | `jeffreys` |" in text
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "match"),
+    [
+        ({"path": "r.pdf"}, ValueError, "suffix '.pdf'"),
+        ({"path": "missing_dir/r.html"}, ValueError, "does not exist"),
+        ({"metric": "auc"}, ValueError, "metric='auc'"),
+        ({"trajectory": [1, 2]}, TypeError, "trajectory has type list"),
+        ({"calibration": 3}, TypeError, "calibration has type int"),
+        ({"level": 1.5}, ValueError, "level"),
+    ],
+)
+def test_bad_input_is_refused_and_writes_nothing(
+    material, tmp_path, monkeypatch, kwargs, exc, match
+):
+    monkeypatch.chdir(tmp_path)
+    post = material[0]
+    path = kwargs.pop("path", "r.html")
+    with pytest.raises(exc, match=match):
+        write_report(post, path, **kwargs)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_exactly_known_metric_is_reported_not_drawn(tmp_path):
+    # every predicted positive labelled (finite population): precision = 80/100 exactly
+    post = be.estimate_counts(80, 20, 10, 890, predicted_sizes=(9000, 100), draws=2000, rng=0)
+    assert np.ptp(post.draws("precision")) == 0.0
+    out = write_report(post, tmp_path / "exact.html", metric="precision", target=0.7)
+    text = out.read_text(encoding="utf-8")
+    assert "Known exactly" in text and "precision = 0.8000" in text
+    assert len(_IMG.findall(text)) == 2  # the other metrics' densities and the strata
+
+
+def test_wrong_object_is_a_type_error(tmp_path):
+    with pytest.raises(TypeError, match="allowed: a MetricPosterior"):
+        write_report({"f1": 0.8}, tmp_path / "r.html")
+
+
+# ------------------------------------------------------------------------- headless Chromium
+_CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+_CHECK_SCRIPT = (
+    '<script>window.addEventListener("load",function(){var d=document.createElement("pre");'
+    'd.id="img-check";d.textContent=JSON.stringify(Array.from(document.images).map('
+    "function(i){return [i.complete,i.naturalWidth,i.naturalHeight]}));"
+    "document.body.appendChild(d);});</script>"
+)
+
+
+def _chromium() -> str:
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe is None:  # the test must fail, not skip: CI installs Debian's chromium (.ci/run)
+        pytest.fail("chromium is not installed (apt-get install -y chromium)")
+    return exe
+
+
+def test_report_renders_in_headless_chromium(html_report, tmp_path):
+    exe = _chromium()
+    # 1. the DOM after load: every image decoded, with the PNG's own size
+    probe = tmp_path / "probe.html"
+    probe.write_text(
+        html_report.read_text(encoding="utf-8").replace("</body>", _CHECK_SCRIPT + "</body>"),
+        encoding="utf-8",
+    )
+    dom = subprocess.run(
+        [
+            exe,
+            *_CHROMIUM_FLAGS,
+            f"--user-data-dir={tmp_path / 'profile1'}",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+            probe.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    found = re.search(r'<pre id="img-check">([^<]*)</pre>', dom)
+    assert found, "the load handler did not run"
+    images = json.loads(found.group(1))
+    expected = [
+        _png_size(base64.b64decode(b))
+        for b in _IMG.findall(html_report.read_text(encoding="utf-8"))
+    ]
+    assert len(images) == len(expected) == 4
+    for (complete, width, height), (pw, ph) in zip(images, expected, strict=True):
+        assert complete is True
+        assert (width, height) == (pw, ph)  # decoded by the browser at the PNG's size
+    # 2. a screenshot of the page (looked at by eye when the report layout changes)
+    shot = tmp_path / "report.png"
+    subprocess.run(
+        [
+            exe,
+            *_CHROMIUM_FLAGS,
+            f"--user-data-dir={tmp_path / 'profile2'}",
+            f"--screenshot={shot}",
+            "--window-size=1200,3000",
+            html_report.as_uri(),
+        ],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    data = shot.read_bytes()
+    assert _png_size(data) == (1200, 3000)
+    assert len(data) > 100_000  # a page with text and figures, not a blank one
