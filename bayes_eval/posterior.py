@@ -31,6 +31,7 @@ their ad-hoc m-estimate smoothing.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import numbers
 from dataclasses import dataclass
 from typing import Any
@@ -60,6 +61,7 @@ __all__ = [
 MODELS: dict[str, Any] = {}
 
 
+@functools.cache
 def _version() -> str:
     try:
         from importlib.metadata import version
@@ -200,8 +202,9 @@ def posterior_from_theta(
         positives += h[None, :]
     else:
         positives = theta * sizes[None, :]
-    tp = positives[:, predicted].sum(axis=1)
-    fn = positives[:, ~predicted].sum(axis=1)
+    side = predicted.astype(np.float64)
+    tp = np.einsum("dk,k->d", positives, side)
+    fn = np.einsum("dk,k->d", positives, 1.0 - side)
     fp = float(sizes[predicted].sum()) - tp
     tn = float(sizes[~predicted].sum()) - fn
     draws = theta.shape[0]
