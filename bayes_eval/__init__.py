@@ -38,6 +38,7 @@ _LAZY = {
     "keyword_flags": ".cooccurrence",
     "datasets": ".datasets",
     "make_design": ".designs",
+    "write_report": ".report",
 }
 
 __all__ = [
