@@ -205,7 +205,9 @@ def _confidence(population: Any, score_kind: str) -> np.ndarray:
     if score_kind == "auto":
         score_kind = "probability" if (scores.min() >= 0.0 and scores.max() <= 1.0) else "margin"
     if score_kind == "probability":
-        return np.where(preds, scores, 1.0 - scores)
+        out = 1.0 - scores
+        np.copyto(out, scores, where=preds)
+        return out
     threshold = population.threshold if population.threshold is not None else 0.0
     return np.abs(scores - threshold)
 
@@ -347,6 +349,11 @@ def stratify(
     check_option(variable, "variable", ("score", "confidence"))
     check_option(score_kind, "score_kind", ("auto", "probability", "margin"))
     wanted = _as_n_strata(n_strata)
+    lazy = getattr(population, "stratify_lazy", None)
+    if lazy is not None:  # out-of-core populations stratify themselves (same arguments)
+        return lazy(
+            method=method, n_strata=n_strata, variable=variable, score_kind=score_kind, rng=rng
+        )
     gen = as_generator(rng)
     preds = population.predictions
     var = population.scores if variable == "score" else _confidence(population, score_kind)
@@ -361,7 +368,7 @@ def stratify(
             continue
         values = var[mask]
         n = _auto_n_strata(values) if want == "auto" else int(want)
-        edges, local, counts = _stratify_side(values, n, method, gen, need_local=not fast)
+        edges, _, counts = _stratify_side(values, n, method, gen, need_local=False)
         if edges.size + 1 < n and want != "auto":
             distinct = np.unique(values).size
             if distinct < n:
@@ -370,35 +377,64 @@ def stratify(
                     f"{variable} value(s) on the predicted-{'positive' if side else 'negative'} "
                     f"side; allowed: at most {distinct}"
                 )
-        side_results.append((mask, local, counts, edges.size + 1, edges))
+        side_results.append((None, None, counts, edges.size + 1, edges))
         k_total_guess += edges.size + 1
+        del values, mask
 
     dtype = _index_dtype(k_total_guess)
     if fast:
         return _by_score_edges(population, side_results, dtype, method, wanted)
-    assignment = np.empty(population.size, dtype=dtype)
+    return _by_variable_edges(population, var, side_results, dtype, method, variable, wanted)
+
+
+def _by_variable_edges(
+    population: Any,
+    var: np.ndarray,
+    side_results: list,
+    dtype: type,
+    method: str,
+    variable: str,
+    wanted: Any,
+) -> Strata:
+    """General path: strata are intervals of the stratification variable within each side.
+
+    The local stratum of every item is counted on the whole population (one comparison pass per
+    edge, restricted to the item's side by ``np.where``), so no masked copies or masked writes of
+    10^7-element arrays are needed; strata are then renumbered by increasing score per side.
+    """
+    preds = population.predictions
+    scores = population.scores
+    k_neg = side_results[0][3] if side_results[0] is not None else 0
+    raw = {}
+    for side, res in zip((False, True), side_results, strict=True):
+        if res is not None:
+            raw[side], _ = _locate(var, res[4])
+    if len(raw) == 2:
+        combined = np.where(preds, raw[True].astype(dtype) + k_neg, raw[False].astype(dtype))
+    else:
+        ((side, loc),) = raw.items()
+        combined = loc.astype(dtype, copy=False) + (k_neg if side else 0)
+    k_total = sum(res[3] for res in side_results if res is not None)
+    lo = np.full(k_total, np.inf)
+    hi = np.full(k_total, -np.inf)
+    np.minimum.at(lo, combined, scores)
+    np.maximum.at(hi, combined, scores)
+    rank = np.empty(k_total, dtype=np.int64)
     sizes, predicted, smin, smax = [], [], [], []
     offset = 0
-    scores = population.scores
     for side, res in zip((False, True), side_results, strict=True):
         if res is None:
             continue
-        mask, local, counts, k, _ = res
-        side_scores = scores[mask]
-        lo = np.full(k, np.inf)
-        hi = np.full(k, -np.inf)
-        np.minimum.at(lo, local, side_scores)
-        np.maximum.at(hi, local, side_scores)
+        _, _, counts, k, _ = res
         # number strata by increasing score within the side
-        order = np.argsort(lo, kind="stable")
-        rank = np.empty(k, dtype=np.int64)
-        rank[order] = np.arange(k)
-        assignment[mask] = (rank[local] + offset).astype(dtype)
+        order = np.argsort(lo[offset : offset + k], kind="stable")
+        rank[offset + order] = offset + np.arange(k)
         sizes.append(counts[order])
-        smin.append(lo[order])
-        smax.append(hi[order])
+        smin.append(lo[offset : offset + k][order])
+        smax.append(hi[offset : offset + k][order])
         predicted.append(np.full(k, side))
         offset += k
+    assignment = rank.astype(dtype)[combined]
     return Strata(
         population,
         assignment,
