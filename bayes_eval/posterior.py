@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import importlib
 import numbers
 from dataclasses import dataclass
 from typing import Any
@@ -157,6 +158,14 @@ class MetricPosterior(DrawSummaries):
             f"{self.n_strata} strata, prior={self.prior}, model={self.model}, {view}, "
             f"{self.n_draws} draws)"
         )
+
+
+def _check_model(model: Any) -> str:
+    """Validate ``model``; importing :mod:`bayes_eval.hierarchical` registers "hierarchical"."""
+    check_option(model, "model", ("independent", "hierarchical", *MODELS))
+    if model == "hierarchical" and model not in MODELS:
+        importlib.import_module(".hierarchical", __package__)
+    return model
 
 
 def _check_draws(draws: Any) -> int:
@@ -339,7 +348,7 @@ def estimate(
         )
     draws = _check_draws(draws)
     check_option(sampler, "sampler", ("fast", "exact"))
-    check_option(model, "model", ("independent", *MODELS))
+    _check_model(model)
     if not isinstance(finite_population, bool | np.bool_):
         raise TypeError(f"finite_population={finite_population!r} must be True or False")
     a, b, desc = resolve_prior(prior, strata.n_strata)
@@ -386,7 +395,7 @@ def estimate_from_stratum_counts(
     """
     draws = _check_draws(draws)
     check_option(sampler, "sampler", ("fast", "exact"))
-    check_option(model, "model", ("independent", *MODELS))
+    _check_model(model)
     k = strata.n_strata
     n = np.asarray(n, dtype=np.int64)
     h = np.asarray(h, dtype=np.int64)
