@@ -45,6 +45,8 @@ def parse(text: str) -> list:
 def build(src: Path) -> Path:
     nb = nbformat.v4.new_notebook()
     nb.cells = parse(src.read_text())
+    for i, cell in enumerate(nb.cells):  # deterministic ids: rebuilding changes nothing
+        cell["id"] = f"{src.stem[:2]}-{i:02d}"
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     out = HERE / (src.stem + ".ipynb")
     nbformat.write(nb, out)
