@@ -57,6 +57,7 @@ import pandas as pd
 from ._sampler import _check_seed, item_keys
 from ._stratifiers import STRATIFIERS, equal_size_from_counts
 from ._validation import as_generator, check_option, check_positive_int
+from .population import check_columns
 from .strata import Strata, _as_n_strata, _auto_n_strata, _index_dtype
 
 __all__ = ["DaskPopulation", "DaskStrata", "DaskStratumSampler"]
@@ -684,15 +685,13 @@ class DaskPopulation:
             with fs.open(f, "rb") as fh:
                 md = pq.ParquetFile(fh).metadata
             schema = md.schema.to_arrow_schema()
-            for arg, col in (
-                ("score_col", score_col),
-                ("id_col", id_col),
-                ("prediction_col", prediction_col),
-            ):
-                if col is not None and col not in schema.names:
-                    raise ValueError(
-                        f"{arg}={col!r} is not a column of {f!r}; columns are {schema.names}"
-                    )
+            check_columns(
+                schema.names,
+                repr(f),
+                score_col=score_col,
+                id_col=id_col,
+                prediction_col=prediction_col,
+            )
             stype = schema.field(score_col).type
             if not (pat.is_integer(stype) or pat.is_floating(stype)) or pat.is_boolean(stype):
                 raise TypeError(

@@ -49,6 +49,20 @@ class PopulationLike(Protocol):
     def fingerprint(self) -> str: ...
 
 
+def check_columns(
+    names: Any, where: str, *, score_col: str, id_col: str | None, prediction_col: str | None
+) -> None:
+    """Refuse column arguments that name no column of ``names`` (``where`` names the source)."""
+    names = list(names)
+    for arg, col in (
+        ("score_col", score_col),
+        ("id_col", id_col),
+        ("prediction_col", prediction_col),
+    ):
+        if col is not None and col not in names:
+            raise ValueError(f"{arg}={col!r} is not a column of {where}; columns are {names}")
+
+
 def _as_predictions(predictions: Any, n: int) -> np.ndarray:
     arr = np.asarray(predictions)
     if arr.ndim != 1 or arr.shape[0] != n:
@@ -174,15 +188,13 @@ class Population:
         """Build a population from columns of a :class:`pandas.DataFrame`."""
         if not isinstance(frame, pd.DataFrame):
             raise TypeError(f"frame has type {type(frame).__name__}; allowed: a pandas DataFrame")
-        for arg, col in (
-            ("score_col", score_col),
-            ("id_col", id_col),
-            ("prediction_col", prediction_col),
-        ):
-            if col is not None and col not in frame.columns:
-                raise ValueError(
-                    f"{arg}={col!r} is not a column of the frame; columns are {list(frame.columns)}"
-                )
+        check_columns(
+            frame.columns,
+            "the frame",
+            score_col=score_col,
+            id_col=id_col,
+            prediction_col=prediction_col,
+        )
         score_values = frame[score_col]
         if not pd.api.types.is_numeric_dtype(score_values) or pd.api.types.is_bool_dtype(
             score_values
@@ -237,16 +249,13 @@ class Population:
             raise ValueError(f"path={str(path)!r} does not exist")
         schema_names = pq.read_schema(path).names if path.is_file() else None
         if schema_names is not None:
-            for arg, col in (
-                ("score_col", score_col),
-                ("id_col", id_col),
-                ("prediction_col", prediction_col),
-            ):
-                if col is not None and col not in schema_names:
-                    raise ValueError(
-                        f"{arg}={col!r} is not a column of {str(path)!r}; "
-                        f"columns are {schema_names}"
-                    )
+            check_columns(
+                schema_names,
+                repr(str(path)),
+                score_col=score_col,
+                id_col=id_col,
+                prediction_col=prediction_col,
+            )
         table = pq.read_table(path, columns=columns)
         return cls.from_pandas(
             table.to_pandas(),
