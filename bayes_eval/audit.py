@@ -224,6 +224,16 @@ class Audit:
     but not yet labelled stay listed in :attr:`pending` and may be recorded at any time.
     :meth:`run` labels pending items first.
 
+    *Batch sizes.* :meth:`run` asks a design with a ``batch_schedule(round, n_strata)``
+    (``"online_optimal"``, ``"opt_a1"``, ``"opt_a2"``) for the size of every batch, and uses
+    its ``batch_size`` argument only for designs without one; :meth:`propose` always proposes
+    the number it is given.
+
+    *Resuming.* Reopening replays the ledger: every recorded proposal is drawn again from the
+    sampler and the design is asked again for its allocation in the state it was made in (which
+    rebuilds any state a design keeps between batches, e.g. OPT-A1's frozen weights); both must
+    agree with the ledger.
+
     *Randomness.* The design's generator is ``numpy.random.default_rng(seed)``; its state after
     each batch is saved in the ledger, so a resumed audit continues the same random stream. Item
     keys use ``seed`` (:func:`bayes_eval._sampler.item_keys`). :meth:`estimate` draws from
@@ -425,6 +435,7 @@ class Audit:
                     for v in want:
                         self._proposed[v] = int(kk)
                         self._pending[v] = None
+                self._replay_allocation(i, counts)
                 self._drawn += counts
                 self._round += 1
                 self._rng.bit_generator.state = rec["rng"]
@@ -443,6 +454,27 @@ class Audit:
                 self._look_records.append(rec)
             else:
                 raise LedgerError(f"ledger line {i}: unknown record type {kind!r}")
+
+    def _replay_allocation(self, line: int, counts: np.ndarray) -> None:
+        """Ask the design again for a recorded batch, in the state it was first asked in.
+
+        Designs may keep state between batches (OPT-A1 freezes its standard deviations after
+        the initial sample); calling ``allocate`` on every replayed proposal, with the same
+        counts, availability, round and generator state, rebuilds that state, so a resumed audit
+        proposes exactly what an uninterrupted one would. The answer must be the recorded
+        allocation; a different one means the design does not reproduce the ledger.
+        """
+        n = int(counts.sum())
+        if n == 0:
+            return
+        state = self.design_state()  # counts, availability and round as at the time
+        again = np.asarray(self.design.allocate(state, n, self._rng), dtype=np.int64)
+        if again.shape != counts.shape or not np.array_equal(again, counts):
+            raise LedgerError(
+                f"ledger line {line}: design {self.design_name!r} now allocates "
+                f"{again.tolist()} where the ledger records {counts.tolist()}; the ledger was "
+                "written by a different version of the design or with other options"
+            )
 
     def _persist(self, records: list[dict[str, Any]]) -> None:
         if self._ledger is None:
@@ -657,7 +689,8 @@ class Audit:
         Parameters
         ----------
         n : int
-            Items wanted, at least 1 and at most the items never proposed.
+            Items wanted, at least 1 and at most the items never proposed. Always ``n``, also
+            for a design with a ``batch_schedule`` (only :meth:`run` follows the schedule).
 
         Returns
         -------
@@ -837,12 +870,27 @@ class Audit:
         oracle: Callable[[np.ndarray], Any],
         *,
         budget: int,
-        batch_size: int,
+        batch_size: int | None = None,
         stop: StopRule | None = None,
         level: float = 0.95,
         final_posterior: bool = True,
     ) -> AuditResult:
         """Propose, label with ``oracle``, record and look, until ``stop`` or the budget ends it.
+
+        The size of batch ``r`` (``r`` counts every batch of the audit, also those proposed
+        before this call or before a resume) is
+
+        .. math::
+
+            m_r = \\min(B_r,\\; \\mathrm{budget} - n_{\\mathrm{labels}}
+                  - n_{\\mathrm{pending}},\\; N - n_{\\mathrm{proposed}}),
+
+        where :math:`B_r` is ``design.batch_schedule(r, K)`` when the design has a batch
+        schedule (``"online_optimal"``: :math:`D_0` then :math:`D`; ``"opt_a1"``/``"opt_a2"``:
+        the initial sample ``K n_ini`` then ``n_step``), and ``batch_size`` otherwise. A
+        schedule is part of the design as published, so it overrides ``batch_size``;
+        :meth:`propose` always proposes the ``n`` it is asked for. Since the round number is in
+        the ledger, a resumed audit continues the schedule where it stopped.
 
         Parameters
         ----------
@@ -850,8 +898,9 @@ class Audit:
             Returns the 0/1 labels of the given ids (people, or known truth in simulations).
         budget : int
             Maximum total labels of the audit (labels recorded before this call count).
-        batch_size : int
-            Labels per batch; the stop rule looks after every batch.
+        batch_size : int, optional
+            Labels per batch; the stop rule looks after every batch. Required unless the design
+            has a ``batch_schedule``, which then sets the batch sizes instead (see above).
         stop : StopRule, optional
             E.g. ``be.stop.HalfWidth(0.01, level=0.95, rounds=2) | be.stop.Budget(3000)``.
         level : float
@@ -871,10 +920,19 @@ class Audit:
         if not callable(oracle):
             raise TypeError(f"oracle={oracle!r} must be callable: ids -> 0/1 labels")
         budget = check_positive_int(budget, "budget")
-        batch_size = check_positive_int(batch_size, "batch_size")
+        schedule = getattr(self.design, "batch_schedule", None)
+        if batch_size is not None or schedule is None:
+            if batch_size is None:
+                raise TypeError(
+                    f"batch_size=None is not allowed: design {self.design_name!r} has no "
+                    "batch_schedule, so run() needs a positive int batch_size"
+                )
+            batch_size = check_positive_int(batch_size, "batch_size")
         level = check_level(level, "level")
         if stop is not None and not isinstance(stop, StopRule):
             raise TypeError(f"stop={stop!r} has type {type(stop).__name__}; allowed: a StopRule")
+        if schedule is not None:  # stop rules read the (steady-state) batch size
+            batch_size = int(schedule(max(self._round, 1), int(self._sizes.shape[0])))
         self.budget, self.batch_size = budget, batch_size
         if stop is not None:
             stop.prepare(self)
@@ -889,7 +947,7 @@ class Audit:
         while True:
             room = budget - self.n_labels - len(self._pending)
             left = total - self.n_proposed
-            m = min(batch_size, room, left)
+            m = min(self._next_batch_size(schedule, batch_size), room, left)
             if m <= 0:
                 stopped_by = "budget" if room <= 0 else "exhausted"
                 break
@@ -932,6 +990,20 @@ class Audit:
             prior=self.prior_description,
             seed=self.seed,
         )
+
+    def _next_batch_size(self, schedule: Any, batch_size: int | None) -> int:
+        """``design.batch_schedule(round, K)`` when the design has one, else ``batch_size``."""
+        if schedule is None:
+            assert batch_size is not None
+            return batch_size
+        m = schedule(self._round, int(self._sizes.shape[0]))
+        if isinstance(m, bool) or not isinstance(m, numbers.Integral) or m < 1:
+            self._broken = f"design {self.design_name!r} returned an invalid batch size"
+            raise RuntimeError(
+                f"design {self.design_name!r} returned batch size {m!r} for round "
+                f"{self._round}; a batch_schedule must return a positive int"
+            )
+        return int(m)
 
     def _trajectory(
         self, rows: list[dict[str, Any]], level: float, stop: StopRule | None

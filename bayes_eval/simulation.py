@@ -7,7 +7,12 @@ the truth.
 What one replication does is exactly what :class:`bayes_eval.Audit` does, in distribution:
 
 1. the design splits the next batch over the strata (``design.allocate(state, m, rng)`` on the same
-   :class:`~bayes_eval.designs.DesignState` the audit builds);
+   :class:`~bayes_eval.designs.DesignState` the audit builds). A design with a batch form
+   ``allocate_many`` is called once per look for all replications (``n``, ``h``, ``available``
+   of shape ``(R, K)``) from one generator; other designs are called once per replication, each
+   replication with its own copy of the design (as each audit owns its design) and its own
+   generator. The batch size ``m`` is ``batch_size``, or ``design.batch_schedule(round, K)``
+   when the design has a schedule (as in :meth:`bayes_eval.Audit.run`);
 2. within stratum ``k``, ``c_k`` items are drawn uniformly without replacement from the items not
    yet labelled. The audit does this with hash-keyed bottom-k sampling; here only the number of
    positives among them matters, which is hypergeometric,
@@ -39,6 +44,7 @@ from __future__ import annotations
 import copy
 import importlib
 import inspect
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -294,6 +300,75 @@ def _metric_draws(
     return METRICS[metric].func(tp, fp, fn, tn)
 
 
+def _batch_sizes(design: Any, batch_size: int, cap: int, k: int) -> list[int]:
+    """Batch sizes of the looks of one replication that uses all ``cap`` labels.
+
+    ``design.batch_schedule(round, K)`` when the design has one (``online_optimal``: ``D0`` then
+    ``D``; ``opt_a1``/``opt_a2``: ``K n_ini`` then ``n_step``), else ``batch_size`` every round;
+    the last batch is cut to what is left of ``cap``.
+    """
+    schedule = getattr(design, "batch_schedule", None)
+    out: list[int] = []
+    used = 0
+    while used < cap:
+        m = batch_size if schedule is None else schedule(len(out), k)
+        if isinstance(m, bool) or not isinstance(m, numbers.Integral) or m < 1:
+            raise RuntimeError(
+                f"design {getattr(design, 'name', design)!r} returned batch size {m!r} for round "
+                f"{len(out)}; a batch_schedule must return a positive int"
+            )
+        m = min(int(m), cap - used)
+        out.append(m)
+        used += m
+    return out
+
+
+def _allocate_many(
+    design: Any,
+    label: str,
+    sizes: np.ndarray,
+    predicted: np.ndarray,
+    n: np.ndarray,
+    h: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    metric: str,
+    look: int,
+    score_mean: np.ndarray,
+    finite_population: bool,
+    m: int,
+    gen: np.random.Generator,
+) -> np.ndarray:
+    """``design.allocate_many`` on the (R, K) state of every replication, checked."""
+    avail = sizes[None, :] - n
+    state = DesignState(
+        sizes=sizes,
+        predicted=predicted,
+        n=n.copy(),
+        h=h.copy(),
+        available=avail,
+        prior_a=np.asarray(a, float),
+        prior_b=np.asarray(b, float),
+        metric=metric,
+        round=look,
+        score_mean=score_mean,
+        finite_population=finite_population,
+    )
+    c = np.asarray(design.allocate_many(state, m, gen), dtype=np.int64)
+    ok = c.shape == n.shape
+    if ok:
+        wrong = (c.sum(axis=1) != m) | (c < 0).any(axis=1) | (c > avail).any(axis=1)
+        ok = not wrong.any()
+    if not ok:
+        r = int(np.flatnonzero(wrong)[0]) if c.shape == n.shape else 0
+        raise RuntimeError(
+            f"design {label!r} returned an invalid allocation from allocate_many (shape "
+            f"{c.shape}; replication {r}: {c[r].tolist() if c.ndim == 2 else c.tolist()}) for a "
+            f"batch of {m} (available {avail[r].tolist()})"
+        )
+    return c
+
+
 def _check_many(
     rule: StopRule, x: np.ndarray, n_labels: np.ndarray, state: dict[str, Any], rows: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -347,7 +422,10 @@ def simulate(
     budget : int
         Maximum labels per replication.
     batch_size : int
-        Labels per batch (the stop rule looks after each batch).
+        Labels per batch (the stop rule looks after each batch). A design with a
+        ``batch_schedule(round, n_strata)`` (``"online_optimal"``: ``D0`` then ``D``;
+        ``"opt_a1"``/``"opt_a2"``: ``K n_ini`` then ``n_step``) sets its own batch sizes instead,
+        as in :meth:`bayes_eval.Audit.run`; the last batch is cut to the budget.
     n_reps : int
         Replications per design.
     stop : StopRule, optional
@@ -438,6 +516,7 @@ def simulate(
     root = np.random.SeedSequence(int(gen.integers(0, 2**63)))
     rep_seqs = root.spawn(n_reps)
     bulk_seq = root.spawn(1)[0]
+    alloc_seq = root.spawn(1)[0]  # allocate_many's generator (after the others: they stay)
 
     out: dict[str, xr.Dataset] = {}
     for label, spec, options in specs:
@@ -460,6 +539,7 @@ def simulate(
             batch_size=batch_size,
             rep_seqs=rep_seqs,
             bulk_seq=bulk_seq,
+            alloc_seq=alloc_seq,
             stop=stop,
             level=level,
             draws=draws,
@@ -490,6 +570,7 @@ def _simulate_design(
     batch_size: int,
     rep_seqs: list[np.random.SeedSequence],
     bulk_seq: np.random.SeedSequence,
+    alloc_seq: np.random.SeedSequence,
     stop: StopRule | None,
     level: float,
     draws: int,
@@ -504,7 +585,10 @@ def _simulate_design(
     bulk = np.random.default_rng(bulk_seq)
     total = int(sizes.sum())
     cap = min(budget, total)
-    n_looks = -(-cap // batch_size)
+    batches = _batch_sizes(design, batch_size, cap, k)
+    n_looks = len(batches)
+    if hasattr(design, "batch_schedule"):  # stop rules read the (steady-state) batch size
+        batch_size = int(design.batch_schedule(1, k))
     n = np.zeros((reps, k), dtype=np.int64)
     h = np.zeros((reps, k), dtype=np.int64)
     active = np.ones(reps, dtype=bool)
@@ -563,6 +647,16 @@ def _simulate_design(
     eb_prior = None
     if model == "hierarchical":
         eb_prior = importlib.import_module(".hierarchical", __package__).empirical_bayes_prior
+    # one call for all replications when the design has a batch form (and the priors are the
+    # same for every replication); otherwise one design object per replication, as each audit
+    # owns its design (designs may keep state between batches)
+    many = None
+    rep_designs: list[Any] = []
+    if eb_prior is None and callable(getattr(design, "allocate_many", None)):
+        many = copy.deepcopy(design)
+    else:
+        rep_designs = [copy.deepcopy(design) for _ in range(reps)]
+    alloc_gen = np.random.default_rng(alloc_seq)
     lo_q, hi_q = (1 - level) / 2, (1 + level) / 2
     need_neg, need_pos = relevant_sides(metric)
     live = np.where(predicted, need_pos, need_neg)
@@ -574,12 +668,27 @@ def _simulate_design(
         rows = np.flatnonzero(active)
         if rows.size == 0:
             break
-        used = n[rows].sum(axis=1)
-        m = int(min(batch_size, cap - used.max()))
-        if m <= 0:  # pragma: no cover - guarded by n_looks
-            break
-        counts = np.empty((rows.size, k), dtype=np.int64)
-        for i, r in enumerate(rows):
+        m = batches[look]  # replications run in lock-step: all active ones have used the same
+        if many is not None:
+            counts = _allocate_many(
+                many,
+                label,
+                sizes,
+                predicted,
+                n,
+                h,
+                a,
+                b,
+                metric,
+                look,
+                score_mean,
+                finite_population,
+                m,
+                alloc_gen,
+            )[rows]
+        else:
+            counts = np.empty((rows.size, k), dtype=np.int64)
+        for i, r in enumerate(rows if many is None else ()):
             if eb_prior is not None:
                 pa, pb = eb_prior(sizes, n[r], h[r], score_mean, a, b)
             else:
@@ -597,7 +706,7 @@ def _simulate_design(
                 score_mean=score_mean,
                 finite_population=finite_population,
             )
-            c = np.asarray(design.allocate(state, m, rep_gens[r]), dtype=np.int64)
+            c = np.asarray(rep_designs[r].allocate(state, m, rep_gens[r]), dtype=np.int64)
             if c.shape != (k,) or c.sum() != m or (c < 0).any() or (c > sizes - n[r]).any():
                 raise RuntimeError(
                     f"design {label!r} returned an invalid allocation {c.tolist()} for a batch "
@@ -620,12 +729,14 @@ def _simulate_design(
             block = max(1, _BLOCK_ELEMENTS // (draws * k))
             for s in range(0, rows.size, block):
                 sub = rows[s : s + block]
-                theta = np.empty((sub.size, draws, k))
-                theta[:, :, ~live] = 0.5  # strata of a side the metric ignores
                 aa, bb = (a + h[sub])[:, live], (b + n[sub] - h[sub])[:, live]
-                theta[:, :, live] = bulk.beta(
-                    aa[:, None, :], bb[:, None, :], size=(sub.size, draws, int(live.sum()))
-                )
+                shape = (sub.size, draws, int(live.sum()))
+                if live.all():  # no scatter copy
+                    theta = bulk.beta(aa[:, None, :], bb[:, None, :], size=shape)
+                else:
+                    theta = np.empty((sub.size, draws, k))
+                    theta[:, :, ~live] = 0.5  # strata of a side the metric ignores
+                    theta[:, :, live] = bulk.beta(aa[:, None, :], bb[:, None, :], size=shape)
                 x = _metric_draws(
                     theta, n[sub], h[sub], sizes, predicted, metric, finite_population, bulk
                 )
@@ -706,6 +817,7 @@ def _simulate_design(
         "finite_population": int(finite_population),
         "budget": budget,
         "batch_size": batch_size,
+        "batch_sizes": np.asarray(batches, dtype=np.int64),
         "draws": draws,
         "n_reps": reps,
         "stop": repr(stop) if stop is not None else "none",

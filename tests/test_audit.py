@@ -427,3 +427,97 @@ def test_acknowledged_labels_survive_sigkill(tmp_path):
         assert all(labels[i] == truth[i] for i in acked)
         del audit
     assert len(acked) > 0
+
+
+# ---------------------------------------------------------------------- batch schedules
+def test_run_follows_the_design_batch_schedule(audit_setup):
+    pop, truth, strata = audit_setup
+    k = strata.n_strata
+    audit = be.Audit(
+        pop,
+        strata=strata,
+        metric="f1",
+        design="online_optimal",
+        design_options={"d0": 30, "d": 12},
+        rng=0,
+        draws=500,
+    )
+    res = audit.run(lambda ids: truth[ids], budget=70)  # no batch_size needed
+    # D0 first, then D, the last batch cut to the budget
+    assert res.trajectory["n_labels"].values.tolist() == [30, 42, 54, 66, 70]
+    assert audit.batch_size == 12
+    # a schedule overrides batch_size; propose keeps the caller's n
+    a2 = be.Audit(
+        pop,
+        strata=strata,
+        metric="f1",
+        design="opt_a2",
+        design_options={"n_ini": 4, "n_step": 9},
+        rng=1,
+        draws=500,
+    )
+    assert a2.propose(5).size == 5
+    a2.record(a2.pending, truth[a2.pending])
+    res = a2.run(lambda ids: truth[ids], budget=60, batch_size=100)
+    assert res.trajectory["n_labels"].values.tolist() == [14, 23, 32, 41, 50, 59, 60]
+    # OPT-A2's round 1 is n_step (round 0 was the caller's propose(5)); the initial sample is
+    # filled first within the budget: n_ini labels in every stratum
+    n, _ = a2.counts()
+    assert (n >= 4).all() and k == n.size
+    no_schedule = be.Audit(pop, strata=strata, design="equal", rng=0)
+    with pytest.raises(TypeError, match="batch_size=None"):
+        no_schedule.run(lambda ids: truth[ids], budget=10)
+
+
+@pytest.mark.parametrize("design", ["opt_a1", "online_optimal"])
+def test_resume_mid_run_with_a_scheduled_design(tmp_path, audit_setup, design):
+    # OPT-A1 freezes its weights after the initial sample (state on the design object) and
+    # online_optimal draws its batch sizes: a resumed audit must still propose exactly what an
+    # uninterrupted one proposes, batch sizes included
+    pop, truth, strata = audit_setup
+    kw = {"strata": strata, "metric": "f1", "design": design, "rng": 21, "draws": 300}
+    first = be.Audit(pop, **kw, path=tmp_path / "r")
+    first.run(lambda ids: truth[ids], budget=70)
+    extra = first.propose(3)  # pending at the interruption
+    del first
+    again = be.Audit.open(tmp_path / "r", pop)
+    np.testing.assert_array_equal(again.pending, extra)
+    # continue the straight audit's schedule from here: same proposals
+    twin = be.Audit(pop, **kw)
+    twin.run(lambda ids: truth[ids], budget=70)
+    np.testing.assert_array_equal(twin.propose(3), extra)
+    twin.record(extra, truth[extra])
+    again.record(extra, truth[extra])
+    res_twin = twin.run(lambda ids: truth[ids], budget=150)
+    res_again = again.run(lambda ids: truth[ids], budget=150)
+    assert again.labels().index.tolist() == twin.labels().index.tolist()
+    np.testing.assert_array_equal(
+        res_again.trajectory["n_labels"].values, res_twin.trajectory["n_labels"].values
+    )
+    assert res_again.n_labels == 150
+
+
+class _Switchable:
+    """A custom design whose rule can be changed between writing and reopening a ledger."""
+
+    name = "switchable"
+
+    def __init__(self, target):
+        self.target = target
+
+    def allocate(self, state, batch_size, rng):
+        out = np.zeros(state.sizes.shape[0], dtype=np.int64)
+        out[self.target] = batch_size  # all in one stratum (test batches fit in it)
+        return out
+
+
+def test_replay_detects_a_design_that_no_longer_reproduces(tmp_path, audit_setup):
+    pop, truth, strata = audit_setup
+    a = be.Audit(pop, strata=strata, design=_Switchable(0), rng=0, path=tmp_path / "s", draws=300)
+    ids = a.propose(30)
+    a.record(ids, truth[ids])
+    del a
+    same = be.Audit.open(tmp_path / "s", pop, strata=strata, design=_Switchable(0))
+    assert same.n_labels == 30
+    with pytest.raises(LedgerError, match="now allocates"):
+        be.Audit.open(tmp_path / "s", pop, strata=strata, design=_Switchable(1))
