@@ -20,9 +20,11 @@ arguments):
 ``"posterior_variance"`` ours: greedy reduction of the expected posterior variance of the metric
 ================== ===========================================================================
 
-Every design here also has ``allocate_many(state, batch_size, rng)``, the same rule applied to
-``R`` independent audits at once (``state.n``, ``state.h``, ``state.available`` of shape
-``(R, K)``), which the simulation harness and the benchmarks use.
+Every design here except ``"random"`` also has ``allocate_many(state, batch_size, rng)``, the
+same rule applied to ``R`` independent audits at once (``state.n``, ``state.h``,
+``state.available`` of shape ``(R, K)``), which the simulation harness and the benchmarks use
+(``"random"`` needs one multivariate hypergeometric draw per audit, which numpy does not
+vectorise over rows).
 
 References
 ----------
