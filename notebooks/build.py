@@ -47,7 +47,11 @@ def build(src: Path) -> Path:
     nb.cells = parse(src.read_text())
     for i, cell in enumerate(nb.cells):  # deterministic ids: rebuilding changes nothing
         cell["id"] = f"{src.stem[:2]}-{i:02d}"
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     out = HERE / (src.stem + ".ipynb")
     nbformat.write(nb, out)
     return out

@@ -56,26 +56,43 @@ for method in ("equal_width", "equal_size"):
     strata = be.stratify(pop, method=method, n_strata=10)
     t0 = time.perf_counter()
     res = be.simulate(
-        (pop, truth), strata=strata,
-        designs=["random", "proportional", "equal", "online_optimal", "posterior_variance",
-                 "neyman_oracle"],
-        metric="precision", budget=BUDGET, batch_size=BATCH, n_reps=N_REPS,
-        stop=be.stop.HalfWidth(DELTA, level=0.95, rounds=ROUNDS), draws=1000, rng=1,
+        (pop, truth),
+        strata=strata,
+        designs=[
+            "random",
+            "proportional",
+            "equal",
+            "online_optimal",
+            "posterior_variance",
+            "neyman_oracle",
+        ],
+        metric="precision",
+        budget=BUDGET,
+        batch_size=BATCH,
+        n_reps=N_REPS,
+        stop=be.stop.HalfWidth(DELTA, level=0.95, rounds=ROUNDS),
+        draws=1000,
+        rng=1,
         trajectory=False,
     )
     base = float(res["random"].n_labels.mean())
     for design, ds in res.items():
-        rows.append({
-            "strata": method, "design": design,
-            "labels": float(ds.n_labels.mean()),
-            "InConf": float(ds.covered.mean()),
-            "Savings %": 100 * (1 - float(ds.n_labels.mean()) / base),
-            "hit budget %": 100 * float((ds.n_labels >= BUDGET).mean()),
-        })
+        rows.append(
+            {
+                "strata": method,
+                "design": design,
+                "labels": float(ds.n_labels.mean()),
+                "InConf": float(ds.covered.mean()),
+                "Savings %": 100 * (1 - float(ds.n_labels.mean()) / base),
+                "hit budget %": 100 * float((ds.n_labels >= BUDGET).mean()),
+            }
+        )
     print(f"{method}: {time.perf_counter() - t0:.0f} s for {N_REPS} replications per design")
 table = pd.DataFrame(rows).set_index(["strata", "design"])
-print(f"delta = ±{DELTA}, T = {ROUNDS} rounds, batches of {BATCH}, K = 10, "
-      f"{N_REPS} replications (InConf s.e. about {np.sqrt(0.95 * 0.05 / N_REPS):.3f})")
+print(
+    f"delta = ±{DELTA}, T = {ROUNDS} rounds, batches of {BATCH}, K = 10, "
+    f"{N_REPS} replications (InConf s.e. about {np.sqrt(0.95 * 0.05 / N_REPS):.3f})"
+)
 print("KEY TABLE")
 print(table.round(3).to_string())
 
@@ -98,8 +115,9 @@ web = be.Population(big.population.scores[flag], predictions=np.ones(flag.sum(),
 web_truth = big.truth[flag]
 t0 = time.perf_counter()
 web_strata = be.stratify(web, n_strata=10)
-audit = be.Audit(web, strata=web_strata, metric="precision", design="posterior_variance", rng=0,
-                 draws=4000)
+audit = be.Audit(
+    web, strata=web_strata, metric="precision", design="posterior_variance", rng=0, draws=4000
+)
 setup = time.perf_counter() - t0
 times = []
 
@@ -110,12 +128,17 @@ def judge(ids):
 
 
 t0 = time.perf_counter()
-result = audit.run(judge, budget=12_000, batch_size=100,
-                   stop=be.stop.HalfWidth(0.01, level=0.95, rounds=2))
+result = audit.run(
+    judge, budget=12_000, batch_size=100, stop=be.stop.HalfWidth(0.01, level=0.95, rounds=2)
+)
 per_batch = np.diff(times).mean() if len(times) > 1 else float("nan")
 lo, hi = result.posterior.interval("precision", prob=0.95, kind="eti")
-print(f"{web.size:,} flagged items; setup (stratify + audit) {setup:.1f} s; "
-      f"{result.n_labels} labels in {time.perf_counter() - t0:.1f} s, "
-      f"{1e3 * per_batch:.0f} ms per batch")
-print(f"precision {result.posterior.mean('precision'):.4f}, 95% interval [{lo:.4f}, {hi:.4f}], "
-      f"truth {web_truth.mean():.4f}; stopped by: {result.stopped_by}")
+print(
+    f"{web.size:,} flagged items; setup (stratify + audit) {setup:.2f} s; "
+    f"{result.n_labels} labels in {time.perf_counter() - t0:.1f} s, "
+    f"{1e3 * per_batch:.0f} ms per batch"
+)
+print(
+    f"precision {result.posterior.mean('precision'):.4f}, 95% interval [{lo:.4f}, {hi:.4f}], "
+    f"truth {web_truth.mean():.4f}; stopped by: {result.stopped_by}"
+)

@@ -48,8 +48,16 @@ target = data.true_metrics()["f1"]
 n, h = np.zeros(strata.n_strata, int), np.zeros(strata.n_strata, int)
 true_pos = np.bincount(strata.assignment, weights=data.truth, minlength=strata.n_strata)
 cal = sequential.calibrate_sequential(
-    strata, metric="f1", target=target, design="proportional", batch_size=20, budget=2000,
-    positives=true_pos.astype(int), n_sims=N_SIMS, max_mcse=MAX_MCSE, rng=0,
+    strata,
+    metric="f1",
+    target=target,
+    design="proportional",
+    batch_size=20,
+    budget=2000,
+    positives=true_pos.astype(int),
+    n_sims=N_SIMS,
+    max_mcse=MAX_MCSE,
+    rng=0,
 )
 shown = [0.5, 0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 0.995, 0.999]
 curve = cal.curve[["actual", "mcse"]].sel(nominal=shown, method="nearest").to_dataframe()
@@ -72,14 +80,20 @@ features = movies[["year", "length", "rating", "votes"] + [f"r{i}" for i in rang
 )
 x = StandardScaler().fit_transform(features.to_numpy(float))
 y = movies["Drama"].to_numpy().astype(int)
-settings = dict(n_runs=3, paths_per_run=20, budget=1000, train_size=300, test_size=500) if FAST \
+settings = (
+    dict(n_runs=3, paths_per_run=20, budget=1000, train_size=300, test_size=500)
+    if FAST
     else dict(n_runs=20, paths_per_run=50, budget=3000, train_size=1000, test_size=1067)
+)
 nominal = np.array([0.5, 0.8, 0.9, 0.95, 0.99, 0.995])
 rows = {}
-for name, learner in (("logistic regression", LogisticRegression(max_iter=1000)),
-                      ("decision tree (depth 8)", DecisionTreeClassifier(max_depth=8))):
-    ds = sequential.webber_scenarios(learner, x, y, metric="f1", step=20, nominal=nominal,
-                                     rng=1, **settings)
+for name, learner in (
+    ("logistic regression", LogisticRegression(max_iter=1000)),
+    ("decision tree (depth 8)", DecisionTreeClassifier(max_depth=8)),
+):
+    ds = sequential.webber_scenarios(
+        learner, x, y, metric="f1", step=20, nominal=nominal, rng=1, **settings
+    )
     for scenario in ds.scenario.values:
         rows[(name, str(scenario))] = {
             "actual at nominal 0.95": float(ds["actual"].sel(scenario=scenario, nominal=0.95)),
@@ -90,8 +104,10 @@ for name, learner in (("logistic regression", LogisticRegression(max_iter=1000))
 scenarios = pd.DataFrame.from_dict(rows, orient="index")
 scenarios.index.names = ["learner", "scenario"]
 print(scenarios.round(3).to_string())
-print("(NaN: no nominal level on the grid reached an actual 95%; with few runs the estimates are "
-      "coarse — the benchmark has the full run)")
+print(
+    "(NaN: no nominal level on the grid reached an actual 95%; with few runs the estimates are "
+    "coarse — the benchmark has the full run)"
+)
 
 # %% [markdown]
 # ## The correction at work: false accepts and labels to accept
@@ -105,17 +121,32 @@ out = {}
 for label, claim in (("claim = truth", target), ("claim = truth - 0.05", target - 0.05)):
     for rule_name, rule in (
         ("naive 95%", be.stop.Accept(claim, level=0.95, corrected=False)),
-        ("corrected 95%", be.stop.Accept(claim, level=0.95, corrected=True, n_sims=N_SIMS,
-                                         max_mcse=MAX_MCSE, rates="scores")),
+        (
+            "corrected 95%",
+            be.stop.Accept(
+                claim, level=0.95, corrected=True, n_sims=N_SIMS, max_mcse=MAX_MCSE, rates="scores"
+            ),
+        ),
     ):
-        res = be.simulate(data, strata=strata, designs=["proportional"], metric="f1",
-                          budget=2000, batch_size=20, n_reps=reps, stop=rule, draws=1000, rng=2,
-                          trajectory=False)["proportional"]
+        res = be.simulate(
+            data,
+            strata=strata,
+            designs=["proportional"],
+            metric="f1",
+            budget=2000,
+            batch_size=20,
+            n_reps=reps,
+            stop=rule,
+            draws=1000,
+            rng=2,
+            trajectory=False,
+        )["proportional"]
         accepted = (res.stopped_by.astype(str) != "budget").values
         out[(label, rule_name)] = {
             "accept rate": accepted.mean(),
             "mean labels when accepting": float(res.n_labels.values[accepted].mean())
-            if accepted.any() else np.nan,
+            if accepted.any()
+            else np.nan,
         }
 key = pd.DataFrame.from_dict(out, orient="index")
 print(f"{reps} simulated audits per row; naive false-accept should be ~5% and is not")

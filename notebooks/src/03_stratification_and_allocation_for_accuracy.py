@@ -29,8 +29,9 @@ N_LABELS = 500
 N_REPS = 30 if FAST else 300
 populations = {
     "movies_comedy": be.datasets.load("movies_comedy"),
-    "synthetic (good classifier)": be.datasets.synthetic(100_000, prevalence=0.2,
-                                                         separation=3.0, rng=3),
+    "synthetic (good classifier)": be.datasets.synthetic(
+        100_000, prevalence=0.2, separation=3.0, rng=3
+    ),
 }
 for name, data in populations.items():
     print(f"{name}: N={data.population.size:,}, accuracy {data.true_metrics()['accuracy']:.3f}")
@@ -46,6 +47,7 @@ for name, data in populations.items():
 #
 # against $(1 - n/N) S^2 / n$ for simple random sampling. Neyman's allocation uses the true
 # $S_k$ (the oracle; Kumar & Raj eq. 9).
+
 
 # %%
 def variance_ratio(strata, correct, alloc):
@@ -72,17 +74,27 @@ for pop_name, data in populations.items():
     for method in sorted(STRATIFIERS):
         for k in (2, 5):
             strata = be.stratify(pop, method=method, n_strata=k, variable="confidence", rng=0)
-            rates = np.bincount(strata.assignment, weights=data.truth,
-                                minlength=strata.n_strata) / strata.sizes
+            rates = (
+                np.bincount(strata.assignment, weights=data.truth, minlength=strata.n_strata)
+                / strata.sizes
+            )
             for alloc in ("proportional", "equal", "neyman"):
-                n_k = be.allocate(strata, N_LABELS, method=alloc,
-                                  rates=rates if alloc == "neyman" else None)
-                rows.append({"population": pop_name, "stratifier": method,
-                             "K per side": k, "allocation": alloc,
-                             "variance ratio": variance_ratio(strata, correct, n_k)})
+                n_k = be.allocate(
+                    strata, N_LABELS, method=alloc, rates=rates if alloc == "neyman" else None
+                )
+                rows.append(
+                    {
+                        "population": pop_name,
+                        "stratifier": method,
+                        "K per side": k,
+                        "allocation": alloc,
+                        "variance ratio": variance_ratio(strata, correct, n_k),
+                    }
+                )
 exact = pd.DataFrame(rows)
-pivot = exact.pivot_table(index=["population", "stratifier", "K per side"],
-                          columns="allocation", values="variance ratio")
+pivot = exact.pivot_table(
+    index=["population", "stratifier", "K per side"], columns="allocation", values="variance ratio"
+)
 print(f"variance of the stratified accuracy estimate / simple random sampling, n = {N_LABELS}")
 print(pivot.round(3).to_string())
 
@@ -106,26 +118,42 @@ print(pivot.round(3).to_string())
 # %%
 sim_rows = []
 for pop_name, data in populations.items():
-    strata = be.stratify(data.population, method="cum_sqrt_f", n_strata=5,
-                         variable="confidence")
+    strata = be.stratify(data.population, method="cum_sqrt_f", n_strata=5, variable="confidence")
     res = be.simulate(
-        data, strata=strata,
-        designs=["random", "proportional", "opt_a1", "opt_a2", "posterior_variance",
-                 "neyman_oracle"],
-        metric="accuracy", budget=N_LABELS, batch_size=50, n_reps=N_REPS, draws=1000, rng=4,
+        data,
+        strata=strata,
+        designs=[
+            "random",
+            "proportional",
+            "opt_a1",
+            "opt_a2",
+            "posterior_variance",
+            "neyman_oracle",
+        ],
+        metric="accuracy",
+        budget=N_LABELS,
+        batch_size=50,
+        n_reps=N_REPS,
+        draws=1000,
+        rng=4,
         trajectory=False,
     )
     mse_random = float((res["random"].error ** 2).mean())
     for design, ds in res.items():
-        sim_rows.append({
-            "population": pop_name, "design": design,
-            "MSE ratio vs random": float((ds.error ** 2).mean()) / mse_random,
-            "mean abs error": float(np.abs(ds.error).mean()),
-            "95% coverage": float(ds.covered.mean()),
-        })
+        sim_rows.append(
+            {
+                "population": pop_name,
+                "design": design,
+                "MSE ratio vs random": float((ds.error**2).mean()) / mse_random,
+                "mean abs error": float(np.abs(ds.error).mean()),
+                "95% coverage": float(ds.covered.mean()),
+            }
+        )
 key = pd.DataFrame(sim_rows).set_index(["population", "design"])
-print(f"cum_sqrt_f strata on confidence, 5 per side, {N_LABELS} labels in batches of 50, "
-      f"{N_REPS} simulated audits")
+print(
+    f"cum_sqrt_f strata on confidence, 5 per side, {N_LABELS} labels in batches of 50, "
+    f"{N_REPS} simulated audits"
+)
 print("KEY TABLE")
 print(key.round(3).to_string())
 if FAST:

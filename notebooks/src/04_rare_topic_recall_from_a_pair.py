@@ -64,8 +64,11 @@ flags = {name: score_filter(f) for name, f in evidence.items()}
 print(f"universe {universe.sum():,} movies, {truth.sum():,} romances ({truth.mean():.3f})")
 facts = pd.DataFrame(
     {
-        name: {"flagged": f.sum(), "precision": truth[f].mean(),
-               "recall": (f & truth).sum() / truth.sum()}
+        name: {
+            "flagged": f.sum(),
+            "precision": truth[f].mean(),
+            "recall": (f & truth).sum() / truth.sum(),
+        }
         for name, f in flags.items()
     }
 ).T
@@ -79,6 +82,7 @@ def true_delta(f1, f2):
 # %% [markdown]
 # ## One audit of the pair (histogram, length): 200 precision labels from A1, A2 and A12
 
+
 # %%
 def precision_labels(f, n, gen):
     pick = gen.choice(np.flatnonzero(f), size=min(n, int(f.sum())), replace=False)
@@ -87,11 +91,14 @@ def precision_labels(f, n, gen):
 
 def audit_pair(f1, f2, gen, draws=4000):
     return be.pair_recall(
-        int(f1.sum()), int(f2.sum()), int((f1 & f2).sum()),
+        int(f1.sum()),
+        int(f2.sum()),
+        int((f1 & f2).sum()),
         labels_1=precision_labels(f1, LABELS_EACH, gen),
         labels_2=precision_labels(f2, LABELS_EACH, gen),
         labels_12=precision_labels(f1 & f2, LABELS_EACH, gen),
-        draws=draws, rng=gen,
+        draws=draws,
+        rng=gen,
     )
 
 
@@ -99,14 +106,17 @@ f1, f2 = flags["histogram"], flags["length"]
 res = audit_pair(f1, f2, np.random.default_rng(1), draws=20_000)
 print(res)
 print(res.summary()[["mean", "lower_0.95", "upper_0.95"]].round(3).to_string())
-print(f"truth: recall_1 {facts.loc['histogram', 'recall']:.3f}, "
-      f"recall_2 {facts.loc['length', 'recall']:.3f}, |T| {truth.sum()}")
+print(
+    f"truth: recall_1 {facts.loc['histogram', 'recall']:.3f}, "
+    f"recall_2 {facts.loc['length', 'recall']:.3f}, |T| {truth.sum()}"
+)
 
 # %% [markdown]
 # ## Repeated audits: a nearly independent pair, a dependent pair, and uniform sampling
 #
 # Each audit spends 600 labels. The uniform baseline labels 600 random movies of the universe and
 # estimates the recall of the histogram classifier among the romances it finds.
+
 
 # %%
 def repeat(name_1, name_2):
@@ -121,9 +131,15 @@ def repeat(name_1, name_2):
         est.append(r.mean("recall_1"))
         cover.append(lo <= true_r1 <= hi)
         width.append(hi - lo)
-    return {"pair": f"{name_1} & {name_2}", "true delta_1": true_delta(g1, g2),
-            "true recall_1": true_r1, "mean estimate": np.mean(est),
-            "90% coverage": np.mean(cover), "mean 90% width": np.mean(width), "labels": 600}
+    return {
+        "pair": f"{name_1} & {name_2}",
+        "true delta_1": true_delta(g1, g2),
+        "true recall_1": true_r1,
+        "mean estimate": np.mean(est),
+        "90% coverage": np.mean(cover),
+        "mean 90% width": np.mean(width),
+        "labels": 600,
+    }
 
 
 def repeat_uniform(name_1):
@@ -135,15 +151,22 @@ def repeat_uniform(name_1):
         u = gen.choice(truth.size, 600, replace=False)
         pos = u[truth[u]]
         hits = int(g1[pos].sum())
-        post = be.estimate_counts(hits, 0, pos.size - hits, 600 - pos.size, draws=4000, rng=gen,
-                                  metrics=("recall",))
+        post = be.estimate_counts(
+            hits, 0, pos.size - hits, 600 - pos.size, draws=4000, rng=gen, metrics=("recall",)
+        )
         lo, hi = post.interval("recall", prob=0.9, kind="eti")
         est.append(post.mean("recall"))
         cover.append(lo <= true_r1 <= hi)
         width.append(hi - lo)
-    return {"pair": f"uniform sample ({name_1})", "true delta_1": np.nan,
-            "true recall_1": true_r1, "mean estimate": np.mean(est),
-            "90% coverage": np.mean(cover), "mean 90% width": np.mean(width), "labels": 600}
+    return {
+        "pair": f"uniform sample ({name_1})",
+        "true delta_1": np.nan,
+        "true recall_1": true_r1,
+        "mean estimate": np.mean(est),
+        "90% coverage": np.mean(cover),
+        "mean 90% width": np.mean(width),
+        "labels": 600,
+    }
 
 
 key = pd.DataFrame(

@@ -19,7 +19,6 @@ import os
 import tempfile
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 import bayes_eval as be
@@ -49,8 +48,14 @@ print(f"(known only to this simulation) true F1 = {data.true_metrics()['f1']:.3f
 strata = be.stratify(pop, method="equal_size", n_strata=8)
 audit_dir = Path(tempfile.mkdtemp()) / "drama_f1_audit"
 audit = be.Audit(
-    pop, strata=strata, metric="f1", design="proportional", prior="jeffreys", rng=7,
-    path=audit_dir, draws=4000,
+    pop,
+    strata=strata,
+    metric="f1",
+    design="proportional",
+    prior="jeffreys",
+    rng=7,
+    path=audit_dir,
+    draws=4000,
 )
 rule = be.stop.Accept(CLAIM, level=LEVEL, corrected=True, n_sims=N_SIMS, max_mcse=MAX_MCSE)
 print(strata)
@@ -79,8 +84,12 @@ print(cert)
 # %%
 naive = be.certify(result.posterior, metric="f1", target=CLAIM, level=LEVEL)
 peek = be.Audit(pop, strata=strata, metric="f1", design="proportional", rng=7, draws=4000)
-peek_result = peek.run(data.oracle, budget=BUDGET, batch_size=BATCH,
-                       stop=be.stop.Accept(CLAIM, level=LEVEL, corrected=False))
+peek_result = peek.run(
+    data.oracle,
+    budget=BUDGET,
+    batch_size=BATCH,
+    stop=be.stop.Accept(CLAIM, level=LEVEL, corrected=False),
+)
 peeked = peek_result.certification
 post = result.posterior
 rows = {
@@ -99,8 +108,10 @@ key = pd.DataFrame(
     },
     index=list(rows),
 )
-print(f"claim F1 >= {CLAIM}; posterior mean F1 {post.mean('f1'):.3f}, "
-      f"true F1 {data.true_metrics()['f1']:.3f}")
+print(
+    f"claim F1 >= {CLAIM}; posterior mean F1 {post.mean('f1'):.3f}, "
+    f"true F1 {data.true_metrics()['f1']:.3f}"
+)
 print("KEY TABLE")
 print(key.round(4).to_string())
 
@@ -123,7 +134,8 @@ print(key.round(4).to_string())
 reopened = be.Audit.open(audit_dir, pop)
 assert reopened.n_labels == result.n_labels
 print(f"reopened: {reopened.n_labels} labels, next proposal {reopened.propose(3).tolist()}")
-report = be.write_report(result, audit_dir / "report.html", certification=cert,
-                         metric="f1", target=CLAIM, level=LEVEL)
+report = be.write_report(
+    result, audit_dir / "report.html", certification=cert, metric="f1", target=CLAIM, level=LEVEL
+)
 print(f"report: {report} ({report.stat().st_size / 1e3:.0f} kB)")
 print(post.summary().round(3).to_string())
