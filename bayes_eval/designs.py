@@ -34,6 +34,7 @@ Kumar & Raj, ``../shared/seeds/003_d8c568d527ba610a.txt`` (section 3.3, Algorith
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -363,7 +364,7 @@ def _multinomial_capped(
     return out
 
 
-class _ManyDesign:
+class _ManyDesign(ABC):
     """Base class: ``allocate`` is ``allocate_many`` on one audit."""
 
     name = "base"
@@ -373,10 +374,11 @@ class _ManyDesign:
         out = self.allocate_many(state, batch_size, rng)
         return out[0] if np.asarray(state.n).ndim == 1 else out
 
+    @abstractmethod
     def allocate_many(
         self, state: DesignState, batch_size: int, rng: np.random.Generator
-    ) -> np.ndarray:  # pragma: no cover - abstract
-        raise NotImplementedError
+    ) -> np.ndarray:
+        """The design's rule for ``R`` audits at once (state arrays of shape ``(R, K)``)."""
 
     def __repr__(self) -> str:
         opts = ", ".join(f"{k}={v!r}" for k, v in self.options().items())
