@@ -207,8 +207,10 @@ def test_rare_negative_strata_far_less_inflated_than_jeffreys():
 def test_lower_bound_covers_under_miscalibration_fast(miscalibration):
     """Sequential posterior_variance audits (400 labels, batches of 100) allocated with the
     empirical-Bayes priors; the 95% lower bound of F1 from the hierarchical posterior (fast
-    Laplace fit) covers the true F1 near nominally: coverage >= 0.95 - 3 MC s.e. (R = 80), and
-    the RMSE is far below the independent-prior posterior's on the same labels."""
+    Laplace fit) covers the true F1 near nominally under miscalibrated scores: coverage >=
+    0.95 - 3 MC s.e. (R = 80; s.e. = sqrt(0.95 * 0.05 / 80) = 0.0244); the calibrated case has a
+    documented shortfall and is held to >= 0.85; the RMSE is far below the independent-prior
+    posterior's on the same labels."""
     lp, strata, positives = _setup(miscalibration)
     true_f1 = lp.true_metrics()["f1"]
     reps = 80
@@ -232,10 +234,11 @@ def test_lower_bound_covers_under_miscalibration_fast(miscalibration):
         err_h.append(hier.mean("f1") - true_f1)
         err_i.append(ind.mean("f1") - true_f1)
     # Measured (seed 2026, R = 80, MC s.e. 0.024): none 0.875, shifted 0.963, compressed 0.95,
-    # nonmonotone 0.925. The calibrated case undercovers slightly (a known limitation, also seen
-    # with NUTS); the claim tested is coverage >= 0.85 for every miscalibration, which a model
-    # that trusted the scores instead of learning the curve would fail by far.
-    assert np.mean(covered) >= 0.85
+    # nonmonotone 0.925. The calibrated case undercovers (0.875, ~3 s.e. low: a known limitation
+    # of the model, also seen with NUTS, reported in the README and the issue note); the
+    # miscalibrated cases, which the issue is about, are held to the near-nominal floor.
+    floor = 0.85 if miscalibration == "none" else 0.95 - 3 * np.sqrt(0.95 * 0.05 / reps)
+    assert np.mean(covered) >= floor
     assert np.sqrt(np.mean(np.square(err_h))) < 0.5 * np.sqrt(np.mean(np.square(err_i)))
 
 
