@@ -62,6 +62,7 @@ Waudby-Smith & Ramdas (2020), *Confidence sequences for sampling without replace
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import numbers
@@ -393,6 +394,88 @@ def _allocate_random(rng: np.random.Generator, avail: np.ndarray, batch: int) ->
     return out
 
 
+def _batch_plan(
+    design: Any, batch_size: Any, budget: Any, looks: Any, total: int, k: int
+) -> tuple[list[int], np.ndarray]:
+    """Batch sizes of one simulated audit and the label counts at which it looks.
+
+    Without a ``batch_schedule`` every batch has ``batch_size`` labels (the last one cut to the
+    budget) and ``looks`` are checked by :func:`_as_schedule`. A design with
+    ``batch_schedule(round, K)`` sets the batch sizes itself, as in :meth:`bayes_eval.Audit.run`
+    and :func:`bayes_eval.simulate` (``batch_size`` is then not used); the audit looks after
+    every batch, and given ``looks`` (increasing label counts up to the budget) each one is
+    taken at the end of the batch that reaches it (looks falling in one batch coincide).
+    """
+    plan = getattr(design, "batch_schedule", None)
+    if plan is None:
+        sched = _as_schedule(batch_size, budget, looks, total)
+        last = int(sched[-1])
+        batches = [int(batch_size)] * (last // int(batch_size))
+        if last % int(batch_size):
+            batches.append(last % int(batch_size))
+        return batches, sched
+    check_positive_int(batch_size, "batch_size")
+    budget = check_positive_int(budget, "budget")
+    if budget > total:
+        raise ValueError(
+            f"budget={budget} is more than the {total} items of the population; allowed: "
+            f"at most {total}"
+        )
+    batches = []
+    used = 0
+    while used < budget:
+        m = plan(len(batches), k)
+        if isinstance(m, bool) or not isinstance(m, numbers.Integral) or m < 1:
+            raise RuntimeError(
+                f"design {getattr(design, 'name', design)!r} returned batch size {m!r} for "
+                f"round {len(batches)}; a batch_schedule must return a positive int"
+            )
+        m = min(int(m), budget - used)
+        batches.append(m)
+        used += m
+    ends = np.cumsum(batches, dtype=np.int64)
+    if looks is None:
+        return batches, ends
+    arr = np.asarray(looks)
+    if (
+        arr.ndim != 1
+        or arr.size == 0
+        or not np.issubdtype(arr.dtype, np.integer)
+        or (np.diff(arr) <= 0).any()
+        or arr[0] < 1
+    ):
+        raise ValueError(
+            f"looks={looks!r}; allowed: a non-empty strictly increasing 1-D array of positive "
+            "label counts (integers)"
+        )
+    if arr[-1] > budget:
+        raise ValueError(
+            f"looks={looks!r} goes past the budget: its last look is at {int(arr[-1])} labels, "
+            f"the budget is {budget}; allowed: looks at most the budget"
+        )
+    sched = np.unique(ends[np.searchsorted(ends, arr.astype(np.int64), side="left")])
+    return batches[: int(np.searchsorted(ends, sched[-1])) + 1], sched
+
+
+def _check_allocation(c: np.ndarray, m: int, avail: np.ndarray, label: str) -> np.ndarray:
+    """Allocations of every simulated audit: shape (S, K), rows summing to ``m``, within
+    ``avail``; else a RuntimeError naming the design."""
+    c = np.asarray(c)
+    if c.shape == avail.shape and np.issubdtype(c.dtype, np.integer):
+        wrong = (c.sum(axis=1) != m) | (c < 0).any(axis=1) | (c > avail).any(axis=1)
+        if not wrong.any():
+            return c.astype(np.int64, copy=False)
+        r = int(np.flatnonzero(wrong)[0])
+        got = c[r].tolist()
+    else:
+        r, got = 0, f"an array of shape {c.shape} and dtype {c.dtype}"
+    raise RuntimeError(
+        f"design {label!r} returned an invalid allocation for simulated audit {r}: {got} for a "
+        f"batch of {m} (available {avail[r].tolist()}); allowed: {avail.shape[1]} "
+        "non-negative integers summing to the batch, each at most what is available"
+    )
+
+
 def _simulate_paths(
     *,
     sizes: np.ndarray,
@@ -409,8 +492,17 @@ def _simulate_paths(
     finite_population: bool,
     n_sims: int,
     rng: np.random.Generator,
+    batches: list[int] | None = None,
 ) -> np.ndarray:
-    """Posterior probability ``P(metric >= target)`` at each look of ``n_sims`` audits: (S, J)."""
+    """Posterior probability ``P(metric >= target)`` at each look of ``n_sims`` audits: (S, J).
+
+    All audits take their b-th batch together. The split of a batch over the strata is one
+    vectorised draw for ``"random"``, one call shared by all audits for the deterministic
+    ``"proportional"`` and ``"equal"``, one ``design.allocate_many`` call on the ``(S, K)``
+    state when the design has it, and otherwise one ``allocate`` call per audit on its own
+    copy of the design (as every audit owns its design). ``batches`` are the batch sizes
+    (default ``batch_size`` each, up to the last look).
+    """
     k = sizes.shape[0]
     w, c = linear_form(metric, target, predicted, sizes)
     n = np.zeros((n_sims, k), dtype=np.int64)
@@ -419,12 +511,23 @@ def _simulate_paths(
     bad = np.broadcast_to(sizes - positives, (n_sims, k)).copy()
     out = np.empty((n_sims, schedule.shape[0]), dtype=np.float64)
     look_set = {int(v): j for j, v in enumerate(schedule)}
-    budget = int(schedule[-1])
-    labelled = 0
-    rnd = 0
+    if batches is None:
+        last = int(schedule[-1])
+        batches = [batch_size] * (last // batch_size) + (
+            [last % batch_size] * (last % batch_size > 0)
+        )
+    prior_a = np.asarray(prior_a, dtype=np.float64)
+    prior_b = np.asarray(prior_b, dtype=np.float64)
     deterministic = design_name in ("proportional", "equal")
-    while labelled < budget:
-        b = min(batch_size, budget - labelled)
+    many = None
+    per_audit: list[Any] = []
+    if design_name != "random" and not deterministic:
+        if callable(getattr(design, "allocate_many", None)):
+            many = copy.deepcopy(design)
+        else:
+            per_audit = [copy.deepcopy(design) for _ in range(n_sims)]
+    labelled = 0
+    for rnd, b in enumerate(batches):
         avail = good + bad
         if design_name == "random":
             m = _allocate_random(rng, avail, b)
@@ -444,14 +547,28 @@ def _simulate_paths(
             m = np.broadcast_to(
                 np.asarray(design.allocate(state, b, rng), dtype=np.int64), (n_sims, k)
             )
+        elif many is not None:
+            state = DesignState(
+                sizes=sizes,
+                predicted=predicted,
+                n=n.copy(),
+                h=h.copy(),
+                available=avail,
+                prior_a=prior_a,
+                prior_b=prior_b,
+                metric=metric,
+                round=rnd,
+                finite_population=finite_population,
+            )
+            m = many.allocate_many(state, b, rng)
         else:
             m = np.empty((n_sims, k), dtype=np.int64)
             for i in range(n_sims):
                 state = DesignState(
                     sizes=sizes,
                     predicted=predicted,
-                    n=n[i],
-                    h=h[i],
+                    n=n[i].copy(),
+                    h=h[i].copy(),
                     available=avail[i],
                     prior_a=prior_a,
                     prior_b=prior_b,
@@ -459,14 +576,15 @@ def _simulate_paths(
                     round=rnd,
                     finite_population=finite_population,
                 )
-                m[i] = design.allocate(state, b, rng)
+                m[i] = per_audit[i].allocate(state, b, rng)
+        if design_name != "random":
+            m = _check_allocation(m, b, avail, design_name)
         new = _hypergeom(rng, good, bad, m)
         n += m
         h += new
         good -= new
         bad -= m - new
         labelled += b
-        rnd += 1
         j = look_set.get(labelled)
         if j is not None:
             out[:, j] = prob_linear_ge(n, h, prior_a, prior_b, sizes, w, c, finite_population)
@@ -745,14 +863,21 @@ def calibrate_sequential(
     target : float
         The acceptance target, in the metric's range [0, 1].
     design : str or design object
-        Sampling design (:func:`bayes_eval.designs.make_design`); ``"random"``,
-        ``"proportional"`` and ``"equal"`` are vectorised, any other design is called once per
-        simulated audit and batch (slower, same statistics as the audit).
+        Sampling design (:func:`bayes_eval.designs.make_design`). ``"random"``,
+        ``"proportional"`` and ``"equal"`` are vectorised; a design with
+        ``allocate_many`` (every other registered design) is called once per batch for all
+        simulated audits at once; any other design object is called once per simulated audit
+        and batch, each audit with its own copy of the design (slower, same statistics).
     batch_size, budget : int
-        Labels per batch and the most labels the audit may use.
+        Labels per batch and the most labels the audit may use. A design with a
+        ``batch_schedule(round, K)`` (``"online_optimal"``, ``"opt_a1"``, ``"opt_a2"``) sets
+        its own batch sizes, as :meth:`bayes_eval.Audit.run` does, and ``batch_size`` is not
+        used; the last batch is cut to the budget.
     looks : array of int, optional
-        Label counts at which the rule looks (multiples of ``batch_size``, at most ``budget``);
-        default after every batch.
+        Label counts at which the rule looks (multiples of ``batch_size`` or the budget, at
+        most ``budget``); default after every batch. With a ``batch_schedule`` any increasing
+        counts up to the budget are allowed, each taken at the end of the batch that reaches
+        it (``looks`` of the result are those batch ends).
     prior : prior spec
         The audit's Beta prior (:func:`bayes_eval.priors.resolve_prior`).
     rates : "pilot", "prior" or array, optional
@@ -815,13 +940,13 @@ def calibrate_sequential(
         raise ValueError(f"max_mcse={max_mcse!r}; allowed: a number in (0, 0.5)")
     if not isinstance(finite_population, bool | np.bool_):
         raise TypeError(f"finite_population={finite_population!r} must be True or False")
-    schedule = _as_schedule(batch_size, budget, looks, int(sizes_.sum()))
+    dsg = make_design(design, **(design_options or {}))
+    design_name = design if isinstance(design, str) else getattr(dsg, "name", "custom")
+    batches, schedule = _batch_plan(dsg, batch_size, budget, looks, int(sizes_.sum()), k)
     a, b, prior_desc = resolve_prior(prior, k)
     r, source = _resolve_rates(rates, pilot, a, b, k)
     if rates_label is not None and source == "user":
         source = str(rates_label)
-    dsg = make_design(design, **(design_options or {}))
-    design_name = design if isinstance(design, str) else getattr(dsg, "name", "custom")
     grid = DEFAULT_NOMINAL if nominal is None else np.asarray(nominal, dtype=np.float64)
     if grid.ndim != 1 or grid.size == 0 or not np.all((grid > 0) & (grid < 1)):
         raise ValueError("nominal must be a 1-D array of levels in the open interval (0, 1)")
@@ -853,6 +978,7 @@ def calibrate_sequential(
         finite_population=bool(finite_population),
         n_sims=n_sims,
         rng=gen,
+        batches=batches,
     )
     curve = _curve(prob, schedule, grid)
     truth = xr.Dataset(

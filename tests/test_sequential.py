@@ -199,6 +199,85 @@ def test_generic_design_path_matches_vectorised_random():
     assert abs(a[0] - b[0]) < 4 * np.hypot(a[1], b[1])
 
 
+class _AllocateOnly:
+    """A registered design seen through ``allocate`` only (no ``allocate_many``), which forces
+    the per-audit path of the calibration; keeps the design's ``batch_schedule``."""
+
+    def __init__(self, name, **options):
+        self.inner = be.make_design(name, **options)
+        self.name = f"per-audit {name}"
+        if hasattr(self.inner, "batch_schedule"):
+            self.batch_schedule = self.inner.batch_schedule
+
+    def allocate(self, state, batch_size, rng):
+        return self.inner.allocate(state, batch_size, rng)
+
+
+_MANY_KW = dict(
+    sizes=SIZES, predicted=PRED, metric="f1", target=0.7, rates=RATES, budget=200, n_sims=300
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "options"), [("posterior_variance", {}), ("opt_a1", {"n_ini": 10}), ("opt_a2", {})]
+)
+def test_allocate_many_path_is_the_per_audit_path(name, options):
+    """These designs are deterministic functions of each audit's own state (they draw nothing
+    from the generator), so the batched ``allocate_many`` path and one ``allocate`` call per
+    audit (each audit with its own copy of the design, e.g. OPT-A1's frozen weights) must give
+    identical simulations from the same seed."""
+    many = seq.calibrate_sequential(**_MANY_KW, design=name, design_options=options, rng=5)
+    one = seq.calibrate_sequential(**_MANY_KW, design=_AllocateOnly(name, **options), rng=5)
+    np.testing.assert_array_equal(many.looks, one.looks)
+    np.testing.assert_array_equal(many.prob, one.prob)
+    # and the simulation is not degenerate: some audits accept, not all
+    assert 0.0 < many.accept_rate(0.9)[0] < 1.0
+
+
+def test_allocate_many_path_matches_per_audit_statistics_online_optimal():
+    """online_optimal draws its batches from the generator, so the two paths differ draw by
+    draw; their accept rates must agree within Monte Carlo error (4 combined s.e.)."""
+    kw = {**_MANY_KW, "n_sims": 600}
+    a = seq.calibrate_sequential(**kw, design="online_optimal", rng=1).accept_rate(0.9)
+    b = seq.calibrate_sequential(**kw, design=_AllocateOnly("online_optimal"), rng=2)
+    b = b.accept_rate(0.9)
+    assert abs(a[0] - b[0]) < 4 * np.hypot(a[1], b[1])
+
+
+def test_batch_schedule_sets_the_batches_and_looks():
+    """As in Audit.run: OPT-A1's initial sample of K n_ini labels, then n_step = 2K per batch
+    (batch_size is not used), a look after every batch; given looks are taken at the end of
+    the batch that reaches them."""
+    kw = {**_MANY_KW, "design": "opt_a1", "design_options": {"n_ini": 10}, "batch_size": 7}
+    cal = seq.calibrate_sequential(**kw, rng=0)
+    np.testing.assert_array_equal(cal.looks, np.arange(40, 201, 8))
+    cal = seq.calibrate_sequential(**kw, looks=[20, 40, 100, 190], rng=0)
+    np.testing.assert_array_equal(cal.looks, [40, 104, 192])
+    # budget not on a batch end: the last batch is cut to it
+    cal = seq.calibrate_sequential(**{**kw, "budget": 203}, rng=0)
+    assert cal.looks[-1] == 203 and cal.looks[-2] == 200
+    with pytest.raises(ValueError, match="goes past the budget"):
+        seq.calibrate_sequential(**kw, looks=[40, 300], rng=0)
+    with pytest.raises(ValueError, match="strictly increasing"):
+        seq.calibrate_sequential(**kw, looks=[40, 40], rng=0)
+
+
+def test_invalid_allocation_from_a_design_is_an_error():
+    class Greedy:
+        name = "greedy"
+
+        def allocate_many(self, state, batch_size, rng):
+            out = np.zeros(state.n.shape, dtype=np.int64)
+            out[:, 0] = batch_size + 1  # one too many
+            return out
+
+        def allocate(self, state, batch_size, rng):  # pragma: no cover - not reached
+            raise AssertionError
+
+    with pytest.raises(RuntimeError, match="design 'greedy' returned an invalid allocation"):
+        seq.calibrate_sequential(**_MANY_KW, design=Greedy(), rng=0)
+
+
 # ------------------------------------------------------------------ bad input
 def test_bad_inputs_are_clear_errors():
     kw = dict(sizes=SIZES, predicted=PRED, metric="f1", rates=RATES)
