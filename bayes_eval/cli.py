@@ -1099,10 +1099,9 @@ def demo(
     design: Annotated[
         str,
         typer.Option(
-            help="Sampling design. The default is vectorised in the calibration; "
-            "posterior_variance is simulated one audit at a time (minutes, not seconds)."
+            help="Sampling design (any registered design; the calibration simulates it)."
         ),
-    ] = "proportional",
+    ] = "posterior_variance",
     strata: Annotated[int, typer.Option(help="Strata per predicted side.")] = 5,
     n_sims: Annotated[
         int,

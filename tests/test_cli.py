@@ -342,7 +342,7 @@ def test_demo_runs_end_to_end_and_writes_a_report(tmp_path):
         "--seed",
         "1",
         "--design",
-        "proportional",
+        "posterior_variance",
     )
     assert res.exit_code == 0, res.output
     assert "Certification" in res.stdout and "wrote" in res.stdout
