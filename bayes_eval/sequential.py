@@ -1038,8 +1038,13 @@ def _curve(prob: np.ndarray, schedule: np.ndarray, grid: np.ndarray) -> xr.Datas
     )
 
 
+#: bumped whenever the simulated procedure changes, so that cached calibrations are not reused
+CALIBRATION_VERSION = 2
+
+
 def calibration_key(**parts: Any) -> str:
-    """A stable hash of the things a calibration depends on (for caching)."""
+    """A stable hash of the things a calibration depends on (for caching), including
+    :data:`CALIBRATION_VERSION`."""
 
     def norm(v: Any) -> Any:
         if isinstance(v, np.ndarray):
@@ -1052,6 +1057,7 @@ def calibration_key(**parts: Any) -> str:
             return [norm(x) for x in v]
         return v if isinstance(v, str | int | float | bool | type(None)) else repr(v)
 
+    parts = {**parts, "calibration_version": CALIBRATION_VERSION}
     text = json.dumps({k: norm(v) for k, v in sorted(parts.items())}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
