@@ -1098,9 +1098,7 @@ def demo(
     batch_size: Annotated[int, typer.Option("--batch-size", help="Labels per batch.")] = 20,
     design: Annotated[
         str,
-        typer.Option(
-            help="Sampling design (any registered design; the calibration simulates it)."
-        ),
+        typer.Option(help="Sampling design (any registered design; the calibration simulates it)."),
     ] = "posterior_variance",
     strata: Annotated[int, typer.Option(help="Strata per predicted side.")] = 5,
     n_sims: Annotated[
