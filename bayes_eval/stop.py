@@ -91,12 +91,20 @@ class StopRule(ABC):
         """Decide after a look whether to stop."""
 
     def start_many(self, n_reps: int) -> dict[str, Any]:  # pragma: no cover - optional
-        raise NotImplementedError(f"{type(self).__name__} has no vectorised form")
+        """Optional vectorised form (see :func:`supports_many`); rules without it refuse."""
+        raise TypeError(
+            f"{type(self).__name__} has no vectorised form; check supports_many(rule) first "
+            "(bayes_eval.simulate then runs the rule one replication at a time)"
+        )
 
     def check_many(
         self, draws: np.ndarray, n_labels: np.ndarray, state: dict[str, Any], rows: np.ndarray
     ) -> np.ndarray:  # pragma: no cover - optional
-        raise NotImplementedError(f"{type(self).__name__} has no vectorised form")
+        """Optional vectorised form (see :func:`supports_many`); rules without it refuse."""
+        raise TypeError(
+            f"{type(self).__name__} has no vectorised form; check supports_many(rule) first "
+            "(bayes_eval.simulate then runs the rule one replication at a time)"
+        )
 
     def __or__(self, other: StopRule) -> AnyOf:
         return AnyOf(self, other)
