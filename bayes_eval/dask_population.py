@@ -57,7 +57,7 @@ import pandas as pd
 from ._sampler import _check_seed, item_keys
 from ._stratifiers import STRATIFIERS, equal_size_from_counts
 from ._validation import as_generator, check_option, check_positive_int
-from .population import check_columns
+from .population import as_id_query, as_int_id_query, check_columns
 from .strata import Strata, _as_n_strata, _auto_n_strata, _index_dtype
 
 __all__ = ["DaskPopulation", "DaskStrata", "DaskStratumSampler"]
@@ -976,24 +976,11 @@ class DaskPopulation:
 
         Raises ``ValueError`` naming the first unknown id.
         """
-        arr = np.asarray(ids)
-        if arr.ndim == 0:
-            arr = arr.reshape(1)
-        if arr.ndim != 1:
-            raise ValueError(f"{name} has shape {arr.shape}; allowed: a 1-D sequence of ids")
+        arr = as_id_query(ids, name)
         if arr.size == 0:
             return _combine_frames([])
         if self._id_dtype() is np.int64:
-            if arr.dtype == object:
-                try:
-                    arr = arr.astype(np.int64)
-                except (TypeError, ValueError):
-                    raise ValueError(
-                        f"{name} contains {arr[0]!r}; this population has integer ids"
-                    ) from None
-            if arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
-                raise ValueError(f"{name} has dtype {arr.dtype}; this population has integer ids")
-            arr = arr.astype(np.int64)
+            arr = as_int_id_query(arr, name, "integer ids (this population has integer ids)")
         else:
             arr = arr.astype(object)
         if self._cols.id is None:

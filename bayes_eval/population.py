@@ -63,6 +63,28 @@ def check_columns(
             raise ValueError(f"{arg}={col!r} is not a column of {where}; columns are {names}")
 
 
+def as_id_query(ids: Any, name: str) -> np.ndarray:
+    """A 1-D array of ids to look up (a scalar becomes length 1)."""
+    arr = np.asarray(ids)
+    if arr.ndim == 0:
+        arr = arr.reshape(1)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} has shape {arr.shape}; allowed: a 1-D sequence of ids")
+    return arr
+
+
+def as_int_id_query(arr: np.ndarray, name: str, allowed: str) -> np.ndarray:
+    """Integer ids to look up, refusing non-integer queries; ``allowed`` describes the ids."""
+    if arr.dtype == object:
+        try:
+            arr = arr.astype(np.int64)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} contains {arr[0]!r}; allowed: {allowed}") from None
+    if arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"{name} has dtype {arr.dtype}; allowed: {allowed}")
+    return arr.astype(np.int64)
+
+
 def _as_predictions(predictions: Any, n: int) -> np.ndarray:
     arr = np.asarray(predictions)
     if arr.ndim != 1 or arr.shape[0] != n:
@@ -315,26 +337,11 @@ class Population:
 
     def positions_of(self, ids: Any, *, name: str = "ids") -> np.ndarray:
         """Positions of the items with the given ids; unknown ids raise ``ValueError``."""
-        arr = np.asarray(ids)
-        if arr.ndim == 0:
-            arr = arr.reshape(1)
-        if arr.ndim != 1:
-            raise ValueError(f"{name} has shape {arr.shape}; allowed: a 1-D sequence of ids")
+        arr = as_id_query(ids, name)
         if arr.size == 0:
             return np.empty(0, dtype=np.int64)
         if self._ids is None:
-            if arr.dtype == object:
-                try:
-                    arr = arr.astype(np.int64)
-                except (TypeError, ValueError):
-                    raise ValueError(
-                        f"{name} contains {arr[0]!r}; allowed: integer ids 0..{self.size - 1}"
-                    ) from None
-            if arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
-                raise ValueError(
-                    f"{name} has dtype {arr.dtype}; this population has integer ids "
-                    f"0..{self.size - 1}"
-                )
+            arr = as_int_id_query(arr, name, f"integer ids 0..{self.size - 1}")
             bad = (arr < 0) | (arr >= self.size)
             if bad.any():
                 raise ValueError(
