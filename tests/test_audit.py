@@ -385,7 +385,7 @@ _CHILD = textwrap.dedent(
     """
     import sys, numpy as np, bayes_eval as be
     rng = np.random.default_rng(0)
-    scores = rng.random(3000); truth = rng.random(3000) < scores
+    scores = rng.random(100_000); truth = rng.random(100_000) < scores
     pop = be.Population(scores, threshold=0.5)
     strata = be.stratify(pop, n_strata=3)
     audit = be.Audit(pop, strata=strata, metric="f1", design="random", rng=4, draws=200,
@@ -404,8 +404,10 @@ def test_acknowledged_labels_survive_sigkill(tmp_path):
     script.write_text(_CHILD)
     path = tmp_path / "audit"
     rng = np.random.default_rng(0)
-    scores = rng.random(3000)
-    truth = rng.random(3000) < scores
+    # large enough that no child labels every item before it is killed (an exhausted audit
+    # would make the later kills test nothing)
+    scores = rng.random(100_000)
+    truth = rng.random(100_000) < scores
     pop = be.Population(scores, threshold=0.5)
     acked: list[int] = []
     env = {**os.environ, "PYTHONHASHSEED": "0"}
@@ -415,6 +417,11 @@ def test_acknowledged_labels_survive_sigkill(tmp_path):
         )
         assert proc.stdout is not None
         assert proc.stdout.readline().startswith(b"READY")
+        # wait for the first acknowledged batch, so that the kill always has something to
+        # lose, however slow the machine (no dependence on wall-clock speed)
+        first = proc.stdout.readline()
+        assert first.startswith(b"ACK ")
+        acked.extend(int(v) for v in first.split()[1:])
         time.sleep(float(delay))
         proc.send_signal(signal.SIGKILL)
         out, _ = proc.communicate()
