@@ -1,154 +1,224 @@
-"""Labels needed to know a recall within ±0.05 at 95%: classifier pair vs uniform sampling.
+"""Coverage of the realised recall by the pair-recall posteriors, with universes redrawn.
 
-Bommannavar, Kolcz & Rajaraman (``../shared/seeds/004_bbc0a8a725a042a8.txt``, section 4.3.2 and
-Figure 1) note that estimating recall by uniform sampling of the universe needs about
-``384 / prevalence`` labels (384 on-topic documents for a ±0.05 margin), while their pair method
-needs only precision labels (about 500 per precision in their section 7.4), a saving of "as much as
-1000x". This script measures both with this package's posteriors, in the same process:
+Bommannavar, Kolcz & Rajaraman (``../shared/seeds/004_bbc0a8a725a042a8.txt``) estimate the recall
+of a classifier from a conditionally independent pair by Eq. (1). Even under exact independence a
+realised topic set :math:`T` gives :math:`|T \\cap A_{12}| / |T \\cap A_2| \\ne |T \\cap A_1| / |T|`
+(capture noise), which the earlier posteriors of this package ignored (issue 15). This script
+measures, for the capture-recapture posteriors of :func:`bayes_eval.pair_recall` (counts form)
+and :func:`bayes_eval.pair_recall_from_flags` (flags form):
 
-* uniform sampling: the smallest number ``m`` of on-topic documents for which the Jeffreys Beta
-  posterior of the recall (at its expected count) has a 95% equal-tailed interval of half-width
-  <= 0.05, for the harder of the two recalls; labels needed = ``m / prevalence`` (expected);
-* pair, Eq. (1): the smallest equal sample size ``n`` per precision sample (A1, A2, A12; 3n labels)
-  for which both recalls' 95% intervals from :func:`bayes_eval.pair_recall` (expected counts) have
-  half-width <= 0.05;
-* pair, Eq. (2): the same without the joint sample (2n labels; needs |U|).
-
-The scenario is fixed across prevalences: |U| = 10^7, recalls r1 = 0.5, r2 = 0.6, precisions
-p1 = 0.7, p2 = 0.5, on-topic and off-topic independence exact (delta_1 = delta_2 = 1). The columns
-``eq2_bias`` show what the sparsity assumption costs Eq. (2) at each prevalence, and
-``cover95`` checks the chosen Eq. (1) design by simulation (400 hypergeometric label sets).
+1. **Coverage grid.** Every replication draws a fresh universe of 400,000 items (prevalence
+   0.0005, 0.005, 0.05; independent classifiers with recalls (0.2, 0.3), (0.4, 0.5), (0.9, 0.7);
+   off-topic flags independent, expected precisions 0.6 and 0.5), hypergeometric labels (50, 200,
+   1500 per set of A1, A2, A12 in the counts form, per cell A12, A1 only, A2 only in the flags
+   form, or every item labelled), and checks whether the 95% lower bound and the 90%
+   equal-tailed interval hold the *realised* recall of classifier 1. Columns ``old``: the earlier
+   method (counts: independent Beta precisions and plug-in Eq. 1; flags: finite-population
+   plug-in Eq. 1). Target: 0.93-0.97 and 0.88-0.92. The kernels are those of the public
+   functions (``bayes_eval.recall._simulate``), vectorised over replications.
+2. **Public API spot check**: the same through ``be.pair_recall`` / ``be.pair_recall_from_flags``
+   on built flag arrays, one grid cell.
+3. **Tables 3 and 4 of the paper** with the printed precisions taken as known: plug-in Eq. (1),
+   the capture posterior's mean, and its sd against the capture-noise formula
+   :math:`\\mathrm{sd}(R_1) \\approx \\frac{x_{12}}{y_2}\\sqrt{\\frac{x_1 x_2}{y_1 y_2 x_{12}}}`
+   (Seber's variance of the Lincoln-Petersen :math:`\\hat n`, carried to :math:`R_1 = y_1 / n`).
+4. **delta_1 sensitivity** for one pair.
 
 Run: ``uv run python benchmarks/bench_pair_recall.py`` (output in
-``benchmarks/results/bench_pair_recall.txt``).
+``benchmarks/results/bench_pair_recall.txt``; about 5 minutes on 2 cores).
 """
 
 from __future__ import annotations
 
 import time
+import warnings
 
 import numpy as np
-from scipy import stats
 
 import bayes_eval as be
-from bayes_eval._sampling import draw_beta
-from bayes_eval.recall_pairs import pair_quantities
+from bayes_eval.recall._simulate import Scenario, simulate_coverage, simulate_universes
 
-UNIVERSE = 10_000_000
-R1, R2, P1, P2 = 0.5, 0.6, 0.7, 0.5
-MARGIN, LEVEL = 0.05, 0.95
-PREVALENCES = (0.1, 0.05, 0.02, 0.01, 0.005, 0.002, 0.001, 0.0005)
-
-
-def scenario(prevalence: float) -> dict:
-    n_topic = round(prevalence * UNIVERSE)
-    off_total = UNIVERSE - n_topic
-    t1, t2 = round(R1 * n_topic), round(R2 * n_topic)
-    t12 = round(R1 * R2 * n_topic)  # delta_1 = 1
-    f1 = round(t1 * (1 - P1) / P1)
-    f2 = round(t2 * (1 - P2) / P2)
-    f12 = round(f1 * f2 / off_total)  # delta_2 = 1
-    return {
-        "T": n_topic,
-        "on": (t1, t2, t12),
-        "off": (f1, f2, f12),
-        "sizes": (t1 + f1, t2 + f2, t12 + f12),
-        "p": (t1 / (t1 + f1), t2 / (t2 + f2), t12 / (t12 + f12)),
-    }
+REPS, DRAWS = 1000, 1000
+PREVALENCES = (0.0005, 0.005, 0.05)
+RECALLS = ((0.2, 0.3), (0.4, 0.5), (0.9, 0.7))
+LABELS = (50, 200, 1500, None)
+TABLE_3 = {
+    "Apple": (676, 10217, 420, 0.655, 0.247, 0.774, 0.129, 0.734),
+    "Mars": (1783, 7703, 1433, 0.904, 0.264, 0.938, 0.661, 0.834),
+    "Obama": (851, 7400, 513, 0.984, 0.116, 0.994, 0.596, 0.609),
+    "Olympics": (4595, 45705, 2688, 0.986, 0.330, 0.989, 0.176, 0.587),
+}
+TABLE_4 = {
+    "Ads/Marketing": (42073, 76771, 4369, 0.825, 0.698, 0.900, 0.073, 0.113),
+    "Education": (93292, 76535, 21426, 0.827, 0.868, 0.873, 0.282, 0.242),
+    "Real Estate": (42841, 31978, 12411, 0.836, 0.918, 0.989, 0.418, 0.343),
+    "Food": (42376, 218507, 20493, 0.875, 0.842, 0.898, 0.100, 0.496),
+}
 
 
-def half_width(draws: np.ndarray) -> float:
-    lo, hi = np.quantile(draws, [(1 - LEVEL) / 2, (1 + LEVEL) / 2])
-    return (hi - lo) / 2
+def in_band(x: float, lo: float, hi: float) -> str:
+    return " " if lo <= x <= hi else "*"
 
 
-def uniform_positives_needed() -> int:
-    """Smallest m with a Jeffreys-posterior 95% half-width <= margin for both recalls."""
-    for m in range(50, 5000):
-        ok = True
-        for r in (R1, R2):
-            h = r * m
-            lo, hi = stats.beta.ppf([(1 - LEVEL) / 2, (1 + LEVEL) / 2], h + 0.5, m - h + 0.5)
-            ok &= (hi - lo) / 2 <= MARGIN
-        if ok:
-            return m
-    raise RuntimeError("not reached")
-
-
-def pair_ok(sc: dict, n: int, joint: bool) -> bool:
-    s1, s2, s12 = sc["sizes"]
-    p1, p2, p12 = sc["p"]
-    n1, n2 = min(n, s1), min(n, s2)
-    labels = [(round(p1 * n1), n1), (round(p2 * n2), n2)]
-    kw = {"labels_12": (round(p12 * min(n, s12)), min(n, s12))} if joint else {}
-    res = be.pair_recall(s1, s2, s12, *labels, universe=UNIVERSE, draws=20_000, rng=0, **kw)
-    names = ("recall_1", "recall_2") if joint else ("recall_1_eq2", "recall_2_eq2")
-    return all(half_width(res.draws(q)) <= MARGIN for q in names)
-
-
-def smallest_n(sc: dict, joint: bool) -> int:
-    lo, hi = 10, 20_000
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if pair_ok(sc, mid, joint):
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
-
-
-def coverage(sc: dict, n: int, rng: np.random.Generator, sets: int = 400) -> float:
-    h = np.concatenate(
-        [
-            rng.hypergeometric(on, off, min(n, s), size=sets)
-            for on, off, s in zip(sc["on"], sc["off"], sc["sizes"], strict=True)
-        ]
+def coverage_grid(gen: np.random.Generator) -> list[dict]:
+    rows = []
+    head = (
+        f"{'form':<6} {'prev':>6} {'r1,r2':>8} {'labels':>6} {'|T|':>6} {'lb95':>7} "
+        f"{'int90':>7} {'width90':>8} {'lb95_old':>8} {'int90_old':>9} {'width_old':>9}"
     )
-    nn = np.repeat([min(n, s) for s in sc["sizes"]], sets)
-    theta = draw_beta(0.5 + h, 0.5 + nn - h, 4000, rng).reshape(4000, 3, sets)
-    q = pair_quantities(theta[:, 0], theta[:, 1], theta[:, 2], *sc["sizes"])
-    r1 = sc["on"][0] / sc["T"]
-    lo, hi = np.quantile(q["recall_1"], [0.025, 0.975], axis=0)
-    return float(np.mean((lo <= r1) & (r1 <= hi)))
+    print(head)
+    print("-" * len(head))
+    for form in ("counts", "flags"):
+        for prev in PREVALENCES:
+            for r1, r2 in RECALLS:
+                for lab in LABELS:
+                    o = simulate_coverage(Scenario(prev, r1, r2, lab), form, REPS, DRAWS, gen)
+                    o.update(form=form, prev=prev, r=(r1, r2), labels=lab)
+                    rows.append(o)
+                    print(
+                        f"{form:<6} {prev:>6g} {r1:>3},{r2:<4} {lab or 'all':>6} "
+                        f"{o['mean_T']:>6.0f} {o['lb95_capture']:>6.3f}"
+                        f"{in_band(o['lb95_capture'], 0.93, 0.97)} {o['int90_capture']:>6.3f}"
+                        f"{in_band(o['int90_capture'], 0.88, 0.92)} {o['width90_capture']:>8.4f} "
+                        f"{o['lb95_old']:>8.3f} {o['int90_old']:>9.3f} {o['width90_old']:>9.4f}",
+                        flush=True,
+                    )
+    se_lb, se_int = rows[0]["se_lb95"], rows[0]["se_int90"]
+    miss_lb = [r for r in rows if not 0.93 <= r["lb95_capture"] <= 0.97]
+    miss_int = [r for r in rows if not 0.88 <= r["int90_capture"] <= 0.92]
+    print(
+        f"\n{REPS} universes per row, {DRAWS} posterior draws each; MC s.e. of a coverage "
+        f"{se_lb:.4f} (lb95) and {se_int:.4f} (int90). '*' = outside the target band "
+        "[0.93, 0.97] / [0.88, 0.92]."
+    )
+    print(
+        f"capture posterior: {len(rows) - len(miss_lb)} of {len(rows)} rows in band (lb95), "
+        f"{len(rows) - len(miss_int)} of {len(rows)} (int90)"
+    )
+    for name in ("lb95", "int90"):
+        cap = np.array([r[f"{name}_capture"] for r in rows])
+        old = np.array([r[f"{name}_old"] for r in rows])
+        print(
+            f"  {name}: capture min {cap.min():.3f} max {cap.max():.3f} mean {cap.mean():.3f}; "
+            f"old min {old.min():.3f} max {old.max():.3f} mean {old.mean():.3f}"
+        )
+    return rows
+
+
+def _flag_universe(gen, sc: Scenario):
+    u = simulate_universes(sc, 1, gen)
+    on, size = u["on"][0], u["size"][0]
+    n = int(size.sum())
+    cell = np.repeat(np.arange(4), size)
+    topic = np.zeros(n, dtype=bool)
+    start = np.concatenate([[0], np.cumsum(size)[:-1]])
+    for c in range(4):
+        topic[start[c] : start[c] + on[c]] = True
+    perm = gen.permutation(n)
+    cell, topic = cell[perm], topic[perm]
+    f1 = (cell == 0) | (cell == 1)
+    f2 = (cell == 0) | (cell == 2)
+    return topic, f1, f2, (on[0] + on[1]) / on.sum()
+
+
+def public_api_check(gen: np.random.Generator, reps: int = 300) -> None:
+    sc = Scenario(0.005, 0.4, 0.5, 200)
+    hits = {"counts": [0, 0], "flags": [0, 0]}
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        topic, f1, f2, truth = _flag_universe(gen, sc)
+        sets = (f1, f2, f1 & f2)
+        labs = []
+        for s in sets:
+            pick = gen.choice(np.flatnonzero(s), size=min(200, int(s.sum())), replace=False)
+            labs.append((int(topic[pick].sum()), int(pick.size)))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", be.RecallAboveOneWarning)
+            res = be.pair_recall(*(int(s.sum()) for s in sets), *labs, draws=2000, rng=gen)
+        cells = (f1 & f2, f1 & ~f2, f2 & ~f1)
+        lab = np.concatenate(
+            [
+                gen.choice(np.flatnonzero(c), size=min(200, int(c.sum())), replace=False)
+                for c in cells
+            ]
+        )
+        res_f = be.pair_recall_from_flags(f1, f2, lab, topic[lab], draws=2000, rng=gen)
+        for key, r in (("counts", res), ("flags", res_f)):
+            lo, hi = r.interval("recall_1", 0.9, "eti")
+            hits[key][0] += r.lower_bound("recall_1", 0.95) <= truth
+            hits[key][1] += lo <= truth <= hi
+    se = np.sqrt(0.95 * 0.05 / reps)
+    print(
+        f"\nPublic API, {reps} universes (prevalence 0.005, recalls 0.4/0.5, 200 labels per set "
+        f"or cell), MC s.e. {se:.3f} / {np.sqrt(0.09 / reps):.3f}:"
+    )
+    for key, (lb, it) in hits.items():
+        print(f"  {key:<6} lb95 {lb / reps:.3f}  int90 {it / reps:.3f}")
+    print(f"  ({time.perf_counter() - t0:.0f} s)")
+
+
+def paper_tables() -> None:
+    print(
+        "\nTables 3 and 4 (printed precisions known): printed r1 / plug-in Eq. (1) / capture "
+        "posterior mean; sd of the capture posterior vs the capture-noise formula"
+    )
+    head = (
+        f"{'topic':<14} {'printed':>8} {'eq1':>7} {'capture':>8} {'|diff|':>7} {'sd':>8} "
+        f"{'formula':>8} {'90% width':>9}"
+    )
+    print(head)
+    print("-" * len(head))
+    worst = 0.0
+    for table in (TABLE_3, TABLE_4):
+        for topic, (s1, s2, s12, p1, p2, p12, r1, _) in table.items():
+            res = be.pair_recall(
+                s1, s2, s12, precision_1=p1, precision_2=p2, precision_12=p12, draws=40_000, rng=1
+            )
+            y1, y2, x12 = p1 * s1, p2 * s2, p12 * s12
+            x1, x2 = y1 - x12, y2 - x12
+            sd_formula = (x12 / y2) * np.sqrt(x1 * x2 / (y1 * y2 * x12))
+            eq1, cap = res.mean("recall_1_eq1"), res.mean("recall_1")
+            worst = max(worst, abs(cap - eq1))
+            lo, hi = res.interval("recall_1", 0.9, "eti")
+            print(
+                f"{topic:<14} {r1:>8.3f} {eq1:>7.4f} {cap:>8.4f} {abs(cap - eq1):>7.4f} "
+                f"{res.std('recall_1'):>8.5f} {sd_formula:>8.5f} {hi - lo:>9.4f}"
+            )
+    print(f"largest |capture mean - plug-in Eq. (1)|: {worst:.4f} (target <= 0.002)")
+
+
+def sensitivity() -> None:
+    res = be.pair_recall(
+        5000,
+        9000,
+        1500,
+        labels_1=(170, 200),
+        labels_2=(90, 200),
+        labels_12=(195, 200),
+        delta_1=(0.9, 1.2),
+        draws=40_000,
+        rng=3,
+    )
+    print("\ndelta_1 sensitivity, pair_recall(5000, 9000, 1500, 170/200, 90/200, 195/200):")
+    print(res.sensitivity("recall_1").round(4).to_string())
+    lo, hi = res.interval_over_delta("recall_1", 0.9)
+    print(
+        f"worst case over delta_1 in [0.9, 1.2]: 95% lower bound "
+        f"{res.lower_bound_over_delta('recall_1', 0.95):.4f}, 90% interval ({lo:.4f}, {hi:.4f}); "
+        f"log-uniform delta_1 prior: mean {res.mean('recall_1'):.4f}, "
+        f"90% ({res.interval('recall_1', 0.9, 'eti')[0]:.4f}, "
+        f"{res.interval('recall_1', 0.9, 'eti')[1]:.4f})"
+    )
 
 
 def main() -> None:
     t0 = time.perf_counter()
-    rng = np.random.default_rng(20140824)
-    m = uniform_positives_needed()
-    print(
-        f"Labels for recall within ±{MARGIN} at {LEVEL:.0%} (|U| = {UNIVERSE:,}; r1={R1}, "
-        f"r2={R2}, p1={P1}, p2={P2}; delta_1 = delta_2 = 1)"
-    )
-    print(f"uniform sampling needs {m} on-topic documents (paper: 384 = 1.96^2/4/0.05^2)\n")
-    head = (
-        f"{'prevalence':>10} {'|T|':>9} {'uniform':>10} {'pair_eq1':>9} {'ratio1':>8} "
-        f"{'pair_eq2':>9} {'ratio2':>8} {'eq2_bias':>9} {'cover95':>8}"
-    )
-    print(head)
-    print("-" * len(head))
-    for prev in PREVALENCES:
-        sc = scenario(prev)
-        uniform = m / prev
-        n1 = smallest_n(sc, joint=True)
-        n2 = smallest_n(sc, joint=False)
-        labels1 = sum(min(n1, s) for s in sc["sizes"])
-        labels2 = sum(min(n2, s) for s in sc["sizes"][:2])
-        p1, p2, _ = sc["p"]
-        exact = pair_quantities(p1, p2, sc["p"][2], *sc["sizes"], UNIVERSE)
-        bias2 = float(exact["recall_1_eq2"] - R1)
-        cov = coverage(sc, n1, rng)
-        print(
-            f"{prev:>10g} {sc['T']:>9,} {uniform:>10,.0f} {labels1:>9,} "
-            f"{uniform / labels1:>8.0f}x {labels2:>9,} {uniform / labels2:>8.0f}x "
-            f"{bias2:>+9.4f} {cov:>8.3f}"
-        )
-    print(
-        f"\n(pair columns: total labels over the precision samples, 3n for Eq. 1 and 2n for "
-        f"Eq. 2; ratio = uniform / pair; eq2_bias = Eq. (2) recall_1 minus true r1 at exact "
-        f"precisions; cover95 = simulated coverage of the Eq. (1) 95% interval of r1 at the "
-        f"chosen n.)\nElapsed {time.perf_counter() - t0:.1f} s"
-    )
+    gen = np.random.default_rng(20140824)
+    coverage_grid(gen)
+    public_api_check(gen)
+    paper_tables()
+    sensitivity()
+    print(f"\nElapsed {time.perf_counter() - t0:.0f} s")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Tests of bayes_eval.cooccurrence (section 6.1.1 of seeds/004_bbc0a8a725a042a8)."""
+"""Tests of bayes_eval.recall.cooccurrence (section 6.1.1 of seeds/004_bbc0a8a725a042a8)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,13 @@ import numpy as np
 import pytest
 from scipy import sparse
 
-from bayes_eval.cooccurrence import KeywordPair, keyword_flags, keyword_pair, neighbour_terms
-from bayes_eval.recall_pairs import pair_recall_from_flags
+from bayes_eval.recall import (
+    KeywordPair,
+    keyword_flags,
+    keyword_pair,
+    neighbour_terms,
+    pair_recall_from_flags,
+)
 
 
 def _random_matrix(rng, docs=400, terms=60, density=0.05):

@@ -1,7 +1,8 @@
-"""Tests of bayes_eval.recall_pairs (Bommannavar, Kolcz & Rajaraman, seeds/004_bbc0a8a725a042a8).
+"""Tests of bayes_eval.recall (Bommannavar, Kolcz & Rajaraman, seeds/004_bbc0a8a725a042a8).
 
 Paper numbers are pinned from the printed tables; statistical claims are checked on simulated
-universes with a fixed seed and tolerances from the Monte Carlo error.
+universes with a fixed seed and tolerances from the Monte Carlo error. ``recall_1`` is the
+capture-recapture posterior of the realised recall; ``recall_1_eq1`` the paper's plug-in Eq. (1).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pytest
 
 import bayes_eval as be
 from bayes_eval._sampling import draw_beta
-from bayes_eval.recall_pairs import (
+from bayes_eval.recall import (
     ABOVE_ONE_FLAG,
     PairRecall,
     PairwiseTotals,
@@ -27,6 +28,8 @@ from bayes_eval.recall_pairs import (
     pairwise_totals,
     recall_from_total,
 )
+from bayes_eval.recall._capture import capture_draws
+from bayes_eval.recall.pairs import coherent_precisions
 
 # ------------------------------------------------------------------------------------ the paper
 # Table 3 of seeds/004_bbc0a8a725a042a8.txt ("Experimental results: tweet keyword filters"), 800,000
@@ -51,26 +54,56 @@ TABLE_4 = {
 TOL_PRINTED = 0.003
 
 
+# the capture posterior's point estimate stays within this of the plug-in Eq. (1) (issue 15)
+TOL_POINT = 0.002
+
+
+def _capture_sd(s1, s2, s12, p1, p2, p12):
+    """Capture noise of the realised recall with known precisions: Seber's variance of the
+    Lincoln-Petersen n = y1 y2 / x12, var(n) = y1 y2 x1 x2 / x12^3, carried to R1 = y1 / n:
+    sd(R1) = (x12 / y2) sqrt(x1 x2 / (y1 y2 x12))."""
+    y1, y2, x12 = p1 * s1, p2 * s2, p12 * s12
+    return (x12 / y2) * np.sqrt((y1 - x12) * (y2 - x12) / (y1 * y2 * x12))
+
+
 @pytest.mark.parametrize("topic", sorted(TABLE_3))
 def test_table_3_eq1_and_eq2(topic):
     s1, s2, s12, p1, p2, p12, r1, r1e, r2, r2e = TABLE_3[topic]
     res = be.pair_recall(
-        s1, s2, s12, universe=800_000, precision_1=p1, precision_2=p2, precision_12=p12, draws=3
+        s1,
+        s2,
+        s12,
+        universe=800_000,
+        precision_1=p1,
+        precision_2=p2,
+        precision_12=p12,
+        draws=20_000,
+        rng=0,
     )
-    assert abs(res.mean("recall_1") - r1) <= TOL_PRINTED
-    assert abs(res.mean("recall_2") - r2) <= TOL_PRINTED
+    assert abs(res.mean("recall_1_eq1") - r1) <= TOL_PRINTED
+    assert abs(res.mean("recall_2_eq1") - r2) <= TOL_PRINTED
     assert abs(res.mean("recall_1_eq2") - r1e) <= TOL_PRINTED
     assert abs(res.mean("recall_2_eq2") - r2e) <= TOL_PRINTED
-    # known precisions: every draw is the plug-in value, no spread
-    assert res.std("recall_1") == 0.0
+    # known precisions: every plug-in draw is the plug-in value, no spread ...
+    assert np.ptp(res.draws("recall_1_eq1")) == 0.0
+    # ... while the realised recall keeps the capture noise, centred on the plug-in value
+    for q in ("recall_1", "recall_2"):
+        assert abs(res.mean(q) - res.mean(f"{q}_eq1")) <= TOL_POINT
+        assert abs(res.mean(q) - (r1 if q == "recall_1" else r2)) <= TOL_PRINTED
+    sd = _capture_sd(s1, s2, s12, p1, p2, p12)
+    assert res.std("recall_1") == pytest.approx(sd, rel=0.05)
 
 
 @pytest.mark.parametrize("topic", sorted(TABLE_4))
 def test_table_4_eq1(topic):
     s1, s2, s12, p1, p2, p12, r1, r2 = TABLE_4[topic]
-    res = be.pair_recall(s1, s2, s12, precision_1=p1, precision_2=p2, precision_12=p12, draws=3)
-    assert abs(res.mean("recall_1") - r1) <= TOL_PRINTED
-    assert abs(res.mean("recall_2") - r2) <= TOL_PRINTED
+    res = be.pair_recall(
+        s1, s2, s12, precision_1=p1, precision_2=p2, precision_12=p12, draws=20_000, rng=0
+    )
+    assert abs(res.mean("recall_1_eq1") - r1) <= TOL_PRINTED
+    assert abs(res.mean("recall_2_eq1") - r2) <= TOL_PRINTED
+    assert abs(res.mean("recall_1") - res.mean("recall_1_eq1")) <= TOL_POINT
+    assert abs(res.mean("recall_2") - res.mean("recall_2_eq1")) <= TOL_POINT
     assert "recall_1_eq2" not in res.quantities  # no universe, no Eq. (2)
 
 
@@ -90,7 +123,7 @@ def test_table_3_with_labels_covers_printed_values():
         draws=20_000,
         rng=3,
     )
-    for q, r in (("recall_1", r1), ("recall_2", r2)):
+    for q, r in (("recall_1", r1), ("recall_2", r2), ("recall_1_eq1", r1), ("recall_2_eq1", r2)):
         lo, hi = res.interval(q, 0.95, "eti")
         assert lo < r < hi
         assert hi - lo < 0.15
@@ -108,9 +141,9 @@ def test_total_positives_and_eq2_algebra():
         draws=2,
     )
     r1 = 0.9 * 300 / (0.6 * 2000)
-    assert res.mean("recall_1") == pytest.approx(r1)
-    assert res.mean("total_positives") == pytest.approx(0.8 * 1000 / r1)
-    assert res.mean("total_positives") == pytest.approx(0.8 * 1000 * 0.6 * 2000 / (0.9 * 300))
+    assert res.mean("recall_1_eq1") == pytest.approx(r1)
+    assert res.mean("total_positives_eq1") == pytest.approx(0.8 * 1000 / r1)
+    assert res.mean("total_positives_eq1") == pytest.approx(0.8 * 1000 * 0.6 * 2000 / (0.9 * 300))
     p12e = 1 - 0.2 * 0.4 * 1000 * 2000 / (50_000 * 300)
     assert res.mean("precision_12_eq2") == pytest.approx(p12e)
     assert res.mean("recall_2_eq2") == pytest.approx(p12e * 300 / (0.8 * 1000))
@@ -144,17 +177,30 @@ def test_public_function_matches_kernel_draw_for_draw():
         universe=10**6,
         draws=3000,
         rng=11,
+        finite_population=False,
     )
-    theta = draw_beta(
-        np.array([170.5, 90.5, 195.5]),
-        np.array([30.5, 110.5, 5.5]),
-        3000,
-        np.random.default_rng(11),
-    )
-    ref = pair_quantities(theta[:, 0], theta[:, 1], theta[:, 2], 5000, 9000, 1500, 10**6)
-    assert tuple(ref) == res.quantities
+    # the same kernels by hand: coherent precisions (importance-resampled), then Eq. (1)/(2)
+    gen = np.random.default_rng(11)
+    specs = [("labels", 170, 200), ("labels", 90, 200), ("labels", 195, 200)]
+    p, _, _ = coherent_precisions(specs, (5000, 9000, 1500), 0.5, 0.5, 3000, gen, False)
+    ref = pair_quantities(p[:, 0], p[:, 1], p[:, 2], 5000, 9000, 1500, 10**6)
+    names = {"recall_1": "recall_1_eq1", "recall_2": "recall_2_eq1"}
+    names["total_positives"] = "total_positives_eq1"
     for q, x in ref.items():
-        np.testing.assert_array_equal(res.draws(q), x)
+        np.testing.assert_array_equal(res.draws(names.get(q, q)), x)
+    # the capture layer on the same draws (the generator continues where the labels left it)
+    y12 = p[:, 2] * 1500
+    cap, _ = capture_draws(
+        y12,
+        p[:, 0] * 5000 - y12,
+        p[:, 1] * 9000 - y12,
+        alpha=0.5,
+        delta=np.ones(3000),
+        gen=gen,
+        x0_high=10**6 - (5000 + 9000 - 1500),
+    )
+    for q in ("recall_1", "recall_2", "total_positives", "missed"):
+        np.testing.assert_allclose(res.draws(q), cap[q], rtol=1e-12)
     assert isinstance(res, PairRecall)
     assert set(res.datatree.children) == {"posterior", "observed_data", "constant_data"}
     assert res.datatree["observed_data"]["n"].values.tolist() == [200, 200, 200]
@@ -258,21 +304,50 @@ def test_dependence_biases_as_the_algebra_says(delta_1):
 
 
 # ----------------------------------------------------------------------------- draws above 1
-def test_draws_above_one_are_kept_reported_and_flagged():
-    with pytest.warns(RecallAboveOneWarning, match="recall_1 exceeds 1"):
+def test_plug_in_draws_above_one_are_kept_reported_and_flagged():
+    # Eq. (2) alone: the joint precision implied by Assumptions 2-3 is ~1, so 95 / (p2 * 100)
+    # exceeds 1 whenever p2 < 0.95
+    with pytest.warns(RecallAboveOneWarning, match="recall_1_eq2 exceeds 1"):
         res = be.pair_recall(
-            200, 100, 95, labels_1=(180, 200), labels_2=(8, 10), precision_12=1.0, draws=5000, rng=0
+            200, 100, 95, labels_1=(180, 200), labels_2=(8, 10), universe=10**6, draws=5000, rng=0
         )
-    x = res.draws("recall_1")
+    x = res.draws("recall_1_eq2")
     frac = float(np.mean(x > 1))
     assert frac >= ABOVE_ONE_FLAG and x.max() > 1.05  # not clipped
-    assert res.above_one["recall_1"] == pytest.approx(frac)
-    assert "recall_1" in res.flagged
+    assert res.above_one["recall_1_eq2"] == pytest.approx(frac)
+    assert "recall_1_eq2" in res.flagged
     table = res.summary()
-    assert table.loc["recall_1", "frac_above_1"] == pytest.approx(frac)
+    assert table.loc["recall_1_eq2", "frac_above_1"] == pytest.approx(frac)
     assert np.isnan(table.loc["precision_1", "frac_above_1"])
     assert "FLAGGED" in repr(res) and "of draws > 1" in repr(res)
-    assert res.datatree.attrs["above_one_recall_1"] == pytest.approx(frac)
+    assert res.datatree.attrs["above_one_recall_1_eq2"] == pytest.approx(frac)
+
+
+def test_incoherent_labels_are_rejected_and_flagged():
+    # 95 on-topic items in A12 (known precision 1) but about 150 * 18 / 40 = 68 in A2: the
+    # independent precision draws of the earlier method put almost every Eq. (1) recall above 1;
+    # now only coherent draws are kept (every one <= 1), and the conflict is reported
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = be.pair_recall(
+            200,
+            150,
+            95,
+            labels_1=(180, 200),
+            labels_2=(18, 40),
+            precision_12=1.0,
+            draws=5000,
+            rng=0,
+        )
+    msgs = [str(w.message) for w in caught if issubclass(w.category, RecallAboveOneWarning)]
+    assert any("incoherent" in m for m in msgs)
+    assert res.incoherent >= 0.99 and "incoherent (rejected)" in repr(res)
+    for q in ("recall_1", "recall_2", "recall_1_eq1", "recall_2_eq1"):
+        x = res.draws(q)
+        assert x.max() <= 1.0 and x.min() >= 0.0
+    assert res.above_one["recall_1_eq1"] == 0.0
+    with pytest.raises(ValueError, match="coherent"):
+        be.pair_recall(200, 100, 95, labels_1=(180, 200), precision_2=0.5, precision_12=1.0)
 
 
 def test_no_warning_when_well_inside():
@@ -297,7 +372,9 @@ def test_recall_from_total_known_precisions_is_exact():
     pair = be.pair_recall(
         1000, 2000, 300, precision_1=0.8, precision_2=0.6, precision_12=0.9, draws=10
     )
-    new = be.recall_from_total(1500, precision=0.7, total=pair)
+    new = be.recall_from_total(
+        1500, precision=0.7, total=pair, total_quantity="total_positives_eq1"
+    )
     n_hat = 0.8 * 1000 * 0.6 * 2000 / (0.9 * 300)
     assert new.mean("recall") == pytest.approx(0.7 * 1500 / n_hat)
     assert isinstance(new, RecallFromTotal)
@@ -407,9 +484,12 @@ def test_flags_fully_labelled_is_exact_eq1():
     lab = np.flatnonzero(f1 | f2)
     res = pair_recall_from_flags(f1, f2, lab, topic[lab], draws=500, rng=0)
     t12, t1, t2 = (topic & f1 & f2).sum(), (topic & f1).sum(), (topic & f2).sum()
-    np.testing.assert_allclose(res.draws("recall_1"), t12 / t2)
-    np.testing.assert_allclose(res.draws("recall_2"), t12 / t1)
-    np.testing.assert_allclose(res.draws("total_positives"), t1 * t2 / t12)
+    np.testing.assert_allclose(res.draws("recall_1_eq1"), t12 / t2)
+    np.testing.assert_allclose(res.draws("recall_2_eq1"), t12 / t1)
+    np.testing.assert_allclose(res.draws("total_positives_eq1"), t1 * t2 / t12)
+    # the realised recall keeps the capture noise, the observed cells fixed in every draw
+    assert res.std("recall_1") > 0.005
+    np.testing.assert_allclose(res.draws("recall_1") * res.draws("total_positives"), t1)
     assert res.sizes == (int(f1.sum()), int(f2.sum()), int((f1 & f2).sum()))
     assert res.universe == 20_000
     assert res.std("precision_12") == 0.0
@@ -425,7 +505,7 @@ def test_flags_agree_with_counts_and_truth():
     counts = be.pair_recall(
         s1, s2, s12, *[(int(topic[p].sum()), p.size) for p in picks], draws=8000, rng=1
     )
-    for q in ("recall_1", "recall_2", "total_positives"):
+    for q in ("recall_1", "recall_2", "total_positives", "recall_1_eq1", "total_positives_eq1"):
         a, b = res.mean(q), counts.mean(q)
         assert abs(a - b) < 2.5 * counts.std(q) * 0.5, q
     # the truth (realised recall) is inside the 95% interval
@@ -452,7 +532,12 @@ def test_delta_1_from_a_universe_sample_detects_dependence():
     r1 = (topic & f1).sum() / topic.sum()
     lo_s, hi_s = res.interval("recall_1_sampled", 0.95, "eti")
     assert lo_s < r1 < hi_s
-    assert res.lower_bound("recall_1", 0.99) > r1
+    assert res.lower_bound("recall_1_eq1", 0.99) > r1
+    # the capture layer assuming delta_1 = 1 is biased the same way; the true delta_1 fixes it
+    assert res.mean("recall_1") > r1
+    fixed = pair_recall_from_flags(f1, f2, lab, topic[lab], draws=8000, rng=2, delta_1=1.5)
+    lo_d, hi_d = fixed.interval("recall_1", 0.95, "eti")
+    assert lo_d < r1 < hi_d
 
 
 def test_delta_1_from_a_topic_sample():
@@ -551,3 +636,222 @@ def test_compare_totals_independent_results():
     row = out.disagreement.iloc[0]
     # n_hat: 0.8*1000*0.6*2000/(0.95*300) = 3368 vs 0.8*1000*0.7*1500/(0.95*500) = 1768
     assert row["disagree"] and row["prob_a_greater"] > 0.99 and not row["intervals_overlap"]
+
+
+# ------------------------------------------------------------------- capture-recapture layer
+def test_capture_kernel_matches_its_closed_forms():
+    # given the cells, delta_1 r1 ~ Beta(x12 + a, x2 + a) exactly (the Dirichlet's aggregation
+    # property), and E[x0 | pi] = m P0 / (1 - P0) (negative binomial mean), checked by
+    # Rao-Blackwellisation within 4 Monte Carlo standard errors
+    from scipy import stats
+
+    x12, x1, x2, alpha, n = 40.0, 60.0, 90.0, 0.5, 40_000
+    for delta in (1.0, 1.3):
+        out, frac = capture_draws(
+            np.full(n, x12), x1, x2, alpha=alpha, delta=delta, gen=np.random.default_rng(1)
+        )
+        assert frac == 1.0
+        ks = stats.kstest(delta * out["capture_1"], stats.beta(x12 + alpha, x2 + alpha).cdf)
+        assert ks.pvalue > 1e-3
+        ks2 = stats.kstest(delta * out["capture_2"], stats.beta(x12 + alpha, x1 + alpha).cdf)
+        assert ks2.pvalue > 1e-3
+        r1, r2 = out["capture_1"], out["capture_2"]
+        p0 = 1 - r1 - r2 + delta * r1 * r2
+        cond = (x12 + x1 + x2) * p0 / (1 - p0)
+        diff = out["missed"] - cond
+        assert abs(diff.mean()) < 4 * diff.std() / np.sqrt(n)
+        # realised recalls: coherent, and the observed part fixed in every draw
+        np.testing.assert_allclose(out["recall_1"] * out["total_positives"], x12 + x1)
+        assert out["recall_1"].max() <= 1.0
+
+
+def test_capture_kernel_respects_the_bounds_of_the_neither_cell():
+    gen = np.random.default_rng(2)
+    out, _ = capture_draws(
+        np.full(20_000, 30.0), 40.0, 50.0, alpha=0.5, delta=1.0, gen=gen, x0_low=150, x0_high=170
+    )
+    assert out["missed"].min() >= 150 and out["missed"].max() <= 170
+    # far in the upper tail (x0 >= 10^4 while the mode is ~ 60): the lower end
+    out, _ = capture_draws(
+        np.full(1000, 30.0), 40.0, 50.0, alpha=0.5, delta=1.0, gen=gen, x0_low=10_000
+    )
+    assert np.all(np.isfinite(out["missed"])) and out["missed"].min() >= 10_000
+
+
+def test_known_precisions_give_the_capture_noise_width():
+    # issue 15: with every precision known the earlier interval had zero width (sd 1e-16); the
+    # realised recall has the width the capture noise implies (Seber's variance, see
+    # _capture_sd), here sd 0.0117 and a 90% width of about 2 * 1.645 * sd
+    args = (1000, 2000, 300)
+    known = {"precision_1": 0.8, "precision_2": 0.6, "precision_12": 0.9}
+    res = be.pair_recall(*args, **known, draws=40_000, rng=5)
+    sd = _capture_sd(*args, 0.8, 0.6, 0.9)
+    assert res.std("recall_1") == pytest.approx(sd, rel=0.03)
+    lo, hi = res.interval("recall_1", 0.9, "eti")
+    assert hi - lo == pytest.approx(2 * 1.645 * sd, rel=0.05)
+    assert np.ptp(res.draws("recall_1_eq1")) == 0.0
+
+
+def _check_coherent(res, universe=None):
+    s1, s2, s12 = res.sizes
+    for q in (q for q in res.quantities if q.startswith("recall") and "eq2" not in q):
+        x = res.draws(q)
+        assert np.all((x >= 0) & (x <= 1 + 1e-9)), q
+    y1 = res.draws("precision_1") * s1
+    y2 = res.draws("precision_2") * s2
+    y12 = res.draws("precision_12") * s12
+    tol = 1e-6
+    assert np.all(y12 <= np.minimum(y1, y2) + tol)
+    assert np.all(y1 - y12 <= s1 - s12 + tol) and np.all(y2 - y12 <= s2 - s12 + tol)
+    assert np.all(y12 >= -tol) and np.all(y12 <= s12 + tol)
+    total = res.draws("total_positives")
+    assert np.all(total >= y1 + y2 - y12 - tol)
+    if universe is not None:
+        assert np.all(res.draws("missed") <= universe - (s1 + s2 - s12) + tol)
+
+
+@pytest.mark.parametrize("finite_population", [True, False])
+def test_every_draw_is_coherent_counts(finite_population):
+    # labels whose independent draws are often incoherent (A12 nearly all positive, A2 less so)
+    kw = {"labels_1": (60, 80), "labels_2": (40, 60), "labels_12": (49, 50)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RecallAboveOneWarning)
+        res = be.pair_recall(
+            300,
+            200,
+            120,
+            **kw,
+            universe=5000,
+            draws=20_000,
+            rng=4,
+            finite_population=finite_population,
+            delta_1=(0.9, 1.2),
+        )
+    assert 0.05 < res.incoherent < 0.99  # the earlier method kept those draws
+    _check_coherent(res, universe=5000)
+    new = recall_from_total(250, (50, 60), total=res, rng=1)
+    assert new.draws("recall").max() <= 1.0
+    assert np.all(new.draws("precision") * 250 <= new.draws("total_positives") + 1e-9)
+
+
+def test_every_draw_is_coherent_flags():
+    rng = np.random.default_rng(12)
+    topic, f1, f2 = _flag_universe(rng, n_items=60_000, prevalence=0.01)
+    picks = [_uniform_from(rng, m, 60) for m in (f1, f2, f1 & f2)]
+    lab = np.unique(np.concatenate(picks))
+    res = pair_recall_from_flags(f1, f2, lab, topic[lab], draws=20_000, rng=3, delta_1=(0.9, 1.1))
+    _check_coherent(res, universe=60_000)
+
+
+def test_delta_1_range_sensitivity():
+    kw = {"labels_1": (170, 200), "labels_2": (90, 200), "labels_12": (195, 200)}
+    args = (5000, 9000, 1500)
+    res = be.pair_recall(*args, **kw, delta_1=(0.8, 1.25), draws=40_000, rng=3)
+    one = be.pair_recall(*args, **kw, delta_1=1.0, draws=40_000, rng=3)
+    table = res.sensitivity("recall_1", level=0.95, prob=0.9)
+    grid = res.delta_values()
+    assert grid.size == 9 and grid[0] == 0.8 and grid[-1] == pytest.approx(1.25)
+    assert grid[4] == pytest.approx(1.0)  # geometric spacing: the middle of (0.8, 1.25) is 1
+    # recall falls as the assumed dependence grows (Eq. 1 estimates delta_1 r1)
+    assert np.all(np.diff(table["mean"]) < 0) and np.all(np.diff(table["lower_0.95"]) < 0)
+    # the grid's delta_1 = 1 row is the fixed-delta posterior (same labels, fresh draws)
+    assert table["mean"].iloc[4] == pytest.approx(
+        one.mean("recall_1"), abs=4 * one.std("recall_1") / 100
+    )
+    assert table["lower_0.95"].iloc[4] == pytest.approx(one.lower_bound("recall_1"), abs=0.003)
+    # the worst case over the range
+    assert res.lower_bound_over_delta("recall_1", 0.95) == pytest.approx(table["lower_0.95"].min())
+    lo, hi = res.interval_over_delta("recall_1", 0.9)
+    assert lo == pytest.approx(table["eti0.9_lo"].min()) and hi == table["eti0.9_hi"].max()
+    assert lo < one.interval("recall_1", 0.9, "eti")[0] and hi > one.interval("recall_1", 0.9)[1]
+    # the main quantities carry delta_1 ~ log-uniform on the range: between the ends
+    d = res.draws("delta_1_assumed")
+    assert d.min() >= 0.8 and d.max() <= 1.25
+    assert table["mean"].iloc[-1] < res.mean("recall_1") < table["mean"].iloc[0]
+    assert res.delta_1 == (0.8, 1.25) and "delta_1 in [0.8, 1.25]" in repr(res)
+    assert float(res.datatree["constant_data"]["delta_1_low"]) == 0.8
+    assert res.datatree["posterior"]["recall_1_by_delta"].dims == ("chain", "draw", "delta_1")
+    # a fixed delta_1: the envelope is the plain interval
+    assert one.interval_over_delta("recall_1", 0.9) == pytest.approx(
+        one.interval("recall_1", 0.9, "eti")
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "exc", "match"),
+    [
+        (0.0, ValueError, "delta_1=0.0"),
+        (-1.0, ValueError, "delta_1=-1.0"),
+        ((1.2, 0.9), ValueError, "low > high"),
+        ((0.9, 1.0, 1.1), ValueError, "a range"),
+        ("1", TypeError, "delta_1='1'"),
+        (float("nan"), ValueError, "delta_1=nan"),
+    ],
+)
+def test_bad_delta_1(value, exc, match):
+    with pytest.raises(exc, match=match):
+        be.pair_recall(
+            1000,
+            2000,
+            300,
+            precision_1=0.8,
+            precision_2=0.6,
+            precision_12=0.9,
+            delta_1=value,
+            draws=10,
+        )
+
+
+def test_bad_capture_prior_and_incompatible_delta():
+    kw = {"precision_1": 0.8, "precision_2": 0.6, "precision_12": 0.9, "draws": 100}
+    with pytest.raises(ValueError, match="capture_prior='flat'"):
+        be.pair_recall(1000, 2000, 300, capture_prior="flat", **kw)
+    with pytest.raises(ValueError, match="capture_prior=-1"):
+        be.pair_recall(1000, 2000, 300, capture_prior=-1, **kw)
+    with pytest.raises(TypeError, match="finite_population"):
+        be.pair_recall(1000, 2000, 300, finite_population="yes", **kw)
+    # Lincoln-Petersen ratio 270 / 300 = 0.9: delta_1 = 0.5 would need a recall of 1.8
+    with pytest.raises(ValueError, match="incompatible with the captures"):
+        be.pair_recall(
+            1000,
+            400,
+            300,
+            precision_1=0.8,
+            precision_2=0.75,
+            precision_12=0.9,
+            delta_1=0.5,
+            draws=100,
+            rng=0,
+        )
+    uni = be.pair_recall(1000, 2000, 300, capture_prior="uniform", **kw, rng=0)
+    assert uni.capture_prior == 1.0 and uni.datatree.attrs["capture_prior"] == 1.0
+
+
+# ------------------------------------------------------- coverage over redrawn universes (issue 15)
+# Kernels of the public functions vectorised over replications (bayes_eval.recall._simulate):
+# each replication draws a fresh universe of 400,000 items; the truth is its realised recall.
+# Tolerance: 3.5 Monte Carlo standard errors of a binomial proportion at the nominal level.
+COVERAGE_CASES = [
+    ("counts", 0.005, 0.4, 0.5, 200),
+    ("counts", 0.005, 0.4, 0.5, None),
+    ("counts", 0.0005, 0.2, 0.3, 50),
+    ("flags", 0.005, 0.4, 0.5, 1500),
+    ("flags", 0.05, 0.9, 0.7, None),
+    ("flags", 0.0005, 0.2, 0.3, 50),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("form", "prev", "r1", "r2", "labels"), COVERAGE_CASES)
+def test_coverage_of_the_realised_recall(form, prev, r1, r2, labels):
+    from bayes_eval.recall._simulate import Scenario, simulate_coverage
+
+    reps = 600
+    gen = np.random.default_rng(1500 + COVERAGE_CASES.index((form, prev, r1, r2, labels)))
+    out = simulate_coverage(Scenario(prev, r1, r2, labels), form, reps, 600, gen)
+    assert abs(out["lb95_capture"] - 0.95) < 3.5 * out["se_lb95"], out
+    assert abs(out["int90_capture"] - 0.90) < 3.5 * out["se_int90"], out
+    if labels is None:
+        # every item labelled: the earlier posteriors had (nearly) zero width and missed the
+        # realised recall about half the time (issue 15: 0.72 and 0.49)
+        assert out["lb95_old"] < 0.95 - 3.5 * out["se_lb95"], out

@@ -16,9 +16,9 @@ Everything is one sparse product: with :math:`B` the binary document-term matrix
 seed indicator over documents, :math:`|A_y \\cap A_{seed}| = (B^\\top s)_y` and
 :math:`|A_y| = (B^\\top 1)_y`.
 
-The flags returned feed :func:`bayes_eval.recall_pairs.pair_recall_from_flags`. Note that a keyword
+The flags returned feed :func:`bayes_eval.recall.pair_recall_from_flags`. Note that a keyword
 pair is only as good as its conditional independence: check it (``delta_1``, or a third
-classifier with :func:`bayes_eval.recall_pairs.pairwise_totals`).
+classifier with :func:`bayes_eval.recall.pairwise_totals`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
-from ._validation import check_nonnegative_int, check_option, check_positive_int
+from .._validation import check_nonnegative_int, check_option, check_positive_int
 
 __all__ = ["SIMILARITIES", "KeywordPair", "keyword_flags", "keyword_pair", "neighbour_terms"]
 

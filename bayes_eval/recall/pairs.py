@@ -1,0 +1,529 @@
+"""Pair recall from set sizes and precision labels, and the recall of a further classifier.
+
+Bommannavar, Kolcz & Rajaraman (``../shared/seeds/004_bbc0a8a725a042a8.txt``) turn recall into a
+capture-recapture problem: two classifiers flag :math:`A_1, A_2` (:math:`A_{12} = A_1 \\cap A_2`)
+and, if they fire independently on the on-topic set :math:`T` (Assumption 1), Eq. (1) gives
+:math:`r_1 = p_{12} |A_{12}| / (p_2 |A_2|)` from the precisions alone. Here the precisions'
+labels give coherent draws of the on-topic counts of the three cells, and a Bayesian
+capture-recapture layer (:mod:`bayes_eval.recall._capture`) draws the on-topic items that neither
+classifier caught, so the posterior of the *realised* recall :math:`|T \\cap A_1| / |T|` carries
+both the labelling and the capture noise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import xarray as xr
+from scipy import special
+
+from .._sampling import draw_beta, draw_remainder
+from .._validation import RNGLike, as_generator, check_option, check_positive_int
+from ..priors import resolve_prior
+from ._capture import coherent_rows
+from ._common import (
+    PairRecall,
+    RecallFromTotal,
+    _check_capture_prior,
+    _check_delta,
+    _check_labels,
+    _check_precision,
+    _check_sizes,
+    _check_universe,
+    _count,
+    _now,
+    _pack_pair,
+    _posterior_dataset,
+    capture_block,
+    pair_quantities,
+)
+
+__all__ = ["pair_recall", "recall_from_total"]
+
+_SAMPLES = ("A1", "A2", "A12")
+#: Eq. (1) keys of :func:`pair_quantities` and their names in a result
+EQ1_NAMES = {
+    "recall_1": "recall_1_eq1",
+    "recall_2": "recall_2_eq1",
+    "total_positives": "total_positives_eq1",
+}
+#: proposals per returned draw of the importance resampling of the cell counts
+OVERSAMPLE = 4
+#: most proposals per returned draw, and fewest coherent proposals to resample from
+BUDGET, MIN_COHERENT = 200, 100
+#: relative slack of the coherence checks on float counts
+_EPS = 1e-9
+
+
+def _check_bool(value: Any, name: str) -> bool:
+    if not isinstance(value, bool | np.bool_):
+        raise TypeError(f"{name}={value!r} must be True or False")
+    return bool(value)
+
+
+def _set_specs(sizes, labels, precisions, universe):
+    specs = []
+    for tag, size, lab, precision in zip(("1", "2", "12"), sizes, labels, precisions, strict=True):
+        if lab is not None and precision is not None:
+            raise ValueError(
+                f"labels_{tag} and precision_{tag} are both given; allowed: exactly one of them"
+            )
+        if lab is None and precision is None:
+            if tag != "12":
+                raise ValueError(
+                    f"neither labels_{tag} nor precision_{tag} is given; allowed: exactly one"
+                )
+            if universe is None:
+                raise ValueError(
+                    "neither labels_12 nor precision_12 is given and universe is None: Eq. (1) "
+                    "needs the joint precision and Eq. (2) needs |U|; give one of them"
+                )
+            specs.append(None)
+            continue
+        if lab is not None:
+            h, n = _check_labels(lab, f"labels_{tag}", size)
+            specs.append(("labels", h, n))
+        else:
+            specs.append(("known", _check_precision(precision, f"precision_{tag}")))
+    return specs
+
+
+def coherent_precisions(
+    specs, sizes, a: float, b: float, draws: int, gen: np.random.Generator, finite: bool
+) -> tuple[np.ndarray, float, float]:
+    """Precision draws ``(draws, 3)`` of :math:`A_1, A_2, A_{12}` whose cell counts are coherent.
+
+    The unknowns are the on-topic counts of the disjoint cells, :math:`x_{12}` of
+    :math:`A_{12}`, :math:`x_1` of :math:`A_1 \\setminus A_2`, :math:`x_2` of
+    :math:`A_2 \\setminus A_1`, each with the beta-binomial prior of a ``Beta(a, b)`` rate over
+    its cell (as in :func:`~bayes_eval.recall.flags.pair_recall_from_flags`), so that every
+    count lies within its cell. A uniform sample of a set :math:`s` (``(h, n)`` of :math:`N_s`
+    items) informs :math:`y_s` (:math:`y_1 = x_{12} + x_1`, :math:`y_2 = x_{12} + x_2`,
+    :math:`y_{12} = x_{12}`) through the hypergeometric likelihood :math:`L_s(y_s)`. Drawn by
+    importance resampling: proposals from the set posteriors :math:`g_s(y_s) \\propto
+    \\pi_s(y_s) L_s(y_s)` (``y = h + BetaBinomial(N - n, a + h, b + n - h)``, or with
+    ``finite=False`` :math:`y = N p`, :math:`p \\sim \\mathrm{Beta}(a + h, b + n - h)`),
+    restricted by rejection to the coherent set :math:`0 \\le y_s - y_{12} \\le N_s - N_{12}`
+    (:func:`~bayes_eval.recall._capture.coherent_rows`), then resampled with weights
+
+    .. math::
+
+        w = \\prod_{s = 1, 2} \\frac{\\pi_{cell}(y_s - y_{12};\\ N_s - N_{12})}
+        {\\pi_{set}(y_s;\\ N_s)}
+
+    (the set prior :math:`\\pi_{set}` only for an estimated :math:`y_s`; a known precision
+    fixes :math:`y_s`). The target is then the posterior of the cell model given all three
+    samples. Returns the draws, the fraction of coherent proposals and the effective sample
+    size of the weights relative to ``draws``. Missing ``specs`` entries (no joint
+    precision) give NaN columns, no constraint and no weights.
+    """
+    sizes_arr = np.asarray(sizes, dtype=np.float64)
+    est = [i for i, s in enumerate(specs) if s is not None and s[0] == "labels"]
+    h = np.array([specs[i][1] for i in est], dtype=np.int64)
+    n = np.array([specs[i][2] for i in est], dtype=np.int64)
+    fixed = np.full(3, np.nan)
+    for i, s in enumerate(specs):
+        if s is not None and s[0] == "known":
+            fixed[i] = s[1]
+
+    def propose(k: int) -> np.ndarray:
+        p = np.broadcast_to(fixed, (k, 3)).copy()
+        if est:
+            theta = draw_beta(a + h, b + n - h, k, gen)
+            if finite:
+                y = draw_remainder(theta, sizes_arr[est].astype(np.int64) - n, gen) + h
+                theta = y / sizes_arr[est]
+            p[:, est] = theta
+        return p
+
+    def coherent(p: np.ndarray) -> np.ndarray:
+        if specs[2] is None:
+            return np.ones(p.shape[0], dtype=bool)
+        y1, y2, y12 = (p * sizes_arr).T
+        tol = _EPS * sizes_arr.max()
+        return (
+            (y12 <= y1 + tol)
+            & (y12 <= y2 + tol)
+            & (y1 - y12 <= sizes_arr[0] - sizes_arr[2] + tol)
+            & (y2 - y12 <= sizes_arr[1] - sizes_arr[2] + tol)
+        )
+
+    k = draws * OVERSAMPLE if specs[2] is not None else draws
+    if specs[2] is None:
+        p, frac = coherent_rows(propose, coherent, k)
+        return p, frac, 1.0
+    # a pair whose set posteriors barely overlap is resampled from the coherent proposals found
+    # within the budget (fewer distinct draws, reported by the effective sample size)
+    p, frac = coherent_rows(propose, coherent, k, minimum=MIN_COHERENT, budget=BUDGET * draws)
+    y = p * sizes_arr
+    logw = np.zeros(p.shape[0])
+    for j in (0, 1):
+        cell = sizes_arr[j] - sizes_arr[2]
+        logw += _log_prior(y[:, j] - y[:, 2], cell, a, b, finite)
+        if specs[j][0] == "labels":
+            logw -= _log_prior(y[:, j], sizes_arr[j], a, b, finite)
+    w = np.exp(logw - logw.max())
+    w /= w.sum()
+    ess = 1.0 / np.sum(w * w) / draws
+    pick = np.sort(gen.choice(w.size, size=draws, replace=True, p=w))
+    return p[pick], frac, float(ess)
+
+
+def _log_prior(count: np.ndarray, size: float, a: float, b: float, finite: bool) -> np.ndarray:
+    """Log prior of an on-topic count in a set of ``size`` items (up to a constant): beta-binomial
+    (finite population) or the ``Beta(a, b)`` density of ``count / size``."""
+    if size <= 0:
+        return np.zeros_like(count)
+    k = np.clip(count, 0.0, size)
+    if finite:
+        return (
+            special.betaln(k + a, size - k + b)
+            - special.gammaln(k + 1.0)
+            - special.gammaln(size - k + 1.0)
+        )
+    theta = np.clip(k / size, 1e-300, 1.0 - 1e-16)
+    return (a - 1.0) * np.log(theta) + (b - 1.0) * np.log1p(-theta)
+
+
+def pair_recall(
+    size_1: int,
+    size_2: int,
+    size_12: int,
+    labels_1: tuple[int, int] | None = None,
+    labels_2: tuple[int, int] | None = None,
+    labels_12: tuple[int, int] | None = None,
+    universe: int | None = None,
+    prior: Any = "jeffreys",
+    draws: int = 40_000,
+    rng: RNGLike = None,
+    *,
+    precision_1: float | None = None,
+    precision_2: float | None = None,
+    precision_12: float | None = None,
+    finite_population: bool = True,
+    delta_1: float | tuple[float, float] = 1.0,
+    capture_prior: Any = "jeffreys",
+) -> PairRecall:
+    """Posterior of both classifiers' realised recall from set sizes and precision labels.
+
+    Labelling stage. Each precision :math:`p_s` (:math:`s \\in \\{1, 2, 12\\}`) comes from the
+    labels of a uniform sample of its set, ``labels_s = (h_s, n_s)`` (positives, labelled), or
+    from a known number ``precision_s``. The unknowns are the on-topic counts of the disjoint
+    cells, :math:`x_{12} = p_{12}|A_{12}|`, :math:`x_1 = p_1|A_1| - x_{12}`,
+    :math:`x_2 = p_2|A_2| - x_{12}` of :math:`A_{12}`, :math:`A_1 \\setminus A_2`,
+    :math:`A_2 \\setminus A_1`, each with a ``prior`` rate over its cell; their posterior given
+    the three samples is drawn by rejection to the coherent set (every count within its cell)
+    and importance resampling (:func:`coherent_precisions`). Unlike the independent precision
+    draws of the earlier version, no draw has :math:`p_{12}|A_{12}| > p_2|A_2|`.
+
+    Capture stage (:mod:`bayes_eval.recall._capture`). Given the cell counts,
+
+    .. math::
+
+        \\pi \\sim \\mathrm{Dirichlet}(x_{12} + \\alpha, x_1 + \\alpha, x_2 + \\alpha),\\quad
+        r_1 = \\frac{\\pi_{12}}{\\delta_1(\\pi_{12} + \\pi_2)},\\quad
+        r_2 = \\frac{\\pi_{12}}{\\delta_1(\\pi_{12} + \\pi_1)},
+
+        x_0 \\sim \\mathrm{NegBin}(x_{12} + x_1 + x_2,\\ r_1 + r_2 - \\delta_1 r_1 r_2),\\qquad
+        \\mathrm{recall}_1 = \\frac{x_{12} + x_1}{x_{12} + x_1 + x_2 + x_0},
+
+    the exact posterior of the multinomial capture model with a :math:`1/|T|` prior on the topic
+    size (``x_0`` at most :math:`|U| - |A_1 \\cup A_2|` when ``universe`` is given). The target
+    is the realised recall of the realised topic set; a realised
+    :math:`|T \\cap A_{12}| / |T \\cap A_2|` differs from it by about
+    :math:`\\sqrt{r_1 (1 - r_1) / |T \\cap A_2|}` even under exact independence, which this
+    posterior includes and the plug-in Eq. (1) does not. Every draw is coherent.
+
+    The paper's plug-in estimates are kept draw by draw: ``recall_1_eq1`` :math:`= p_{12}
+    |A_{12}| / (p_2 |A_2|)`, ``recall_2_eq1``, ``total_positives_eq1`` :math:`= p_1 |A_1| /
+    r_1` (Eq. 1) and, with ``universe``, Eq. (2), where :math:`p_{12}` is replaced by
+    :math:`1 - (1-p_1)(1-p_2)|A_1||A_2| / (|U||A_{12}|)`. Without a joint precision (neither
+    ``labels_12`` nor ``precision_12``) ``universe`` is required and only the plug-in Eq. (2)
+    quantities exist (``recall_1_eq2``, ``recall_2_eq2``, ``total_positives``).
+
+    Parameters
+    ----------
+    size_1, size_2, size_12 : int
+        :math:`|A_1|, |A_2|, |A_{12}|`: items flagged by classifier 1, 2 and both in the universe.
+    labels_1, labels_2, labels_12 : (int, int), optional
+        ``(positives, labelled)`` of a uniform sample of :math:`A_1`, :math:`A_2`, :math:`A_{12}`.
+    universe : int, optional
+        :math:`|U|`, at least :math:`|A_1 \\cup A_2|`; enables Eq. (2) and bounds :math:`x_0`.
+    prior : "jeffreys", "uniform" or (a, b)
+        Beta prior of every estimated precision.
+    draws : int
+        Monte Carlo draws.
+    rng : int, Generator or None
+    precision_1, precision_2, precision_12 : float, optional
+        Known precisions in (0, 1], instead of the corresponding ``labels_*``. With all three
+        known the interval of ``recall_1`` is the capture noise alone (not zero).
+    finite_population : bool
+        Draw each set's unlabelled remainder (the realised on-topic counts; the labelling noise
+        vanishes when every item is labelled) or take :math:`p_s |A_s|` with superpopulation
+        :math:`p_s` (the earlier behaviour).
+    delta_1 : float or (float, float)
+        Bommannavar et al.'s :math:`\\delta_1 = P[A_{12}|T] / (P[A_1|T] P[A_2|T])` assumed (1 =
+        Assumption 1), or a range ``(low, high)`` for a sensitivity analysis: the main
+        quantities then take :math:`\\log \\delta_1` uniform on the range, and
+        :meth:`PairRecall.sensitivity`, :meth:`PairRecall.lower_bound_over_delta` and
+        :meth:`PairRecall.interval_over_delta` give the bounds at every :math:`\\delta_1` of a
+        grid and their worst case. (Eq. 1 itself estimates :math:`\\delta_1 r_1`.)
+    capture_prior : "jeffreys", "uniform" or float
+        Dirichlet concentration :math:`\\alpha` of the caught-cell probabilities (1/2, 1 or the
+        number).
+
+    Returns
+    -------
+    PairRecall
+        Quantities ``recall_1``, ``recall_2``, ``total_positives`` (realised, capture layer),
+        ``missed``, ``capture_1``, ``capture_2``, the plug-in ``*_eq1`` and ``*_eq2`` and the
+        precisions. Plug-in draws above 1 are kept; a :class:`RecallAboveOneWarning` is issued for
+        every flagged recall and when at least 5% of the precision draws were incoherent.
+
+    Raises
+    ------
+    ValueError
+        Negative sizes, ``size_12 > min(size_1, size_2)``, ``size_12 == 0``, positives above
+        labelled, more labels than set items, ``universe < |A1 ∪ A2|``, both or neither of
+        ``labels_s`` and ``precision_s`` (``s`` = 1, 2), a bad ``delta_1`` or
+        ``capture_prior``, labels so incoherent with the sizes that no coherent draw is found.
+
+    References
+    ----------
+    Bommannavar, Kolcz & Rajaraman, ``../shared/seeds/004_bbc0a8a725a042a8.txt``, Eq. (1), Eq. (2),
+    Assumption 1 (:math:`\\delta_1`) and section 6 (:math:`\\hat n`).
+
+    Examples
+    --------
+    Table 3 of the paper, topic Apple, with the printed precisions taken as known: the plug-in
+    values of the paper, and the realised recall with its capture noise.
+
+    >>> import bayes_eval as be
+    >>> res = be.pair_recall(676, 10217, 420, universe=800_000, precision_1=0.655,
+    ...                      precision_2=0.247, precision_12=0.774, draws=20_000, rng=0)
+    >>> round(res.mean("recall_1_eq1"), 3), round(res.mean("recall_1_eq2"), 3)
+    (0.129, 0.166)
+    >>> round(res.mean("recall_1"), 3), round(res.std("recall_1"), 3)
+    (0.129, 0.003)
+    """
+    s1, s2, s12 = _check_sizes(size_1, size_2, size_12)
+    u = _check_universe(universe, s1, s2, s12)
+    draws = check_positive_int(draws, "draws")
+    finite = _check_bool(finite_population, "finite_population")
+    delta = _check_delta(delta_1)
+    alpha = _check_capture_prior(capture_prior)
+    a_arr, b_arr, desc = resolve_prior(prior, 1)
+    a, b = float(a_arr[0]), float(b_arr[0])
+    specs = _set_specs(
+        (s1, s2, s12),
+        (labels_1, labels_2, labels_12),
+        (precision_1, precision_2, precision_12),
+        u,
+    )
+    gen = as_generator(rng)
+    p, coherent, ess = coherent_precisions(specs, (s1, s2, s12), a, b, draws, gen, finite)
+    p1, p2, p12 = p.T
+    plug = pair_quantities(p1, p2, None if specs[2] is None else p12, s1, s2, s12, u)
+    values: dict[str, np.ndarray] = {}
+    by_delta, grid = {}, None
+    attrs = {"input": "counts", "view": "finite population" if finite else "superpopulation"}
+    if specs[2] is not None:
+        y12 = p12 * s12
+        x1 = np.maximum(p1 * s1 - y12, 0.0)
+        x2 = np.maximum(p2 * s2 - y12, 0.0)
+        high = np.inf if u is None else float(u - (s1 + s2 - s12))
+        values, by_delta, grid, support, source = capture_block(
+            y12, x1, x2, alpha=alpha, delta=delta, gen=gen, x0_high=high
+        )
+        values.update({EQ1_NAMES.get(k, k): v[source] for k, v in plug.items()})
+        attrs["delta_support_fraction"] = support
+    else:
+        values = plug
+    attrs["incoherent_fraction"] = 1.0 - coherent
+    attrs["importance_ess_fraction"] = ess
+
+    h_obs = [s[1] if s is not None and s[0] == "labels" else 0 for s in specs]
+    n_obs = [s[2] if s is not None and s[0] == "labels" else 0 for s in specs]
+    known = [s[1] if s is not None and s[0] == "known" else np.nan for s in specs]
+    coords = {"sample": list(_SAMPLES)}
+    observed = xr.Dataset(
+        {
+            "n": ("sample", np.array(n_obs, dtype=np.int64)),
+            "h": ("sample", np.array(h_obs, dtype=np.int64)),
+        },
+        coords=coords,
+    )
+    constant = xr.Dataset(
+        {
+            "size": ("sample", np.array([s1, s2, s12], dtype=np.int64)),
+            "known_precision": ("sample", np.array(known, dtype=np.float64)),
+            "prior_a": ((), a),
+            "prior_b": ((), b),
+            "universe": ((), np.nan if u is None else float(u)),
+        },
+        coords=coords,
+    )
+    result = _pack_pair(
+        values,
+        observed,
+        constant,
+        draws,
+        desc,
+        (s1, s2, s12),
+        u,
+        int(sum(n_obs)),
+        attrs,
+        by_delta=by_delta,
+        grid=grid,
+        delta=delta,
+        alpha=alpha,
+    )
+    result._warn_if_flagged()
+    return result
+
+
+# ---------------------------------------------------------------------------- recall_from_total
+def recall_from_total(
+    size: int,
+    labels: tuple[int, int] | None = None,
+    *,
+    precision: float | None = None,
+    total: PairRecall,
+    total_quantity: str = "total_positives",
+    prior: Any = "jeffreys",
+    finite_population: bool = True,
+    rng: RNGLike = None,
+) -> RecallFromTotal:
+    """Recall of any other classifier from its size, its precision and a pair's :math:`|T|`.
+
+    .. math:: \\mathrm{recall}_{new} = \\frac{y_{new}}{|T|}, \\qquad y_{new} = p_{new} |A_{new}|
+
+    draw by draw (section 6: :math:`\\hat r_{new} = p_{new} |A_{new}| / \\hat n`), with
+    :math:`y_{new}` from a uniform sample of :math:`A_{new}` (``labels``, independent of the
+    pair's labels: :math:`h + \\mathrm{Binomial}(N - n, \\theta)`, :math:`\\theta \\sim
+    \\mathrm{Beta}(a + h, b + n - h)`, or :math:`\\theta |A_{new}|` with
+    ``finite_population=False``) or a known ``precision``, and the :math:`|T|` draws of
+    ``total`` (as many draws as ``total`` has).
+
+    With a realised total (``"total_positives"`` of the capture layer, which carries the capture
+    noise, or ``"total_positives_sampled"``) the joint posterior is restricted to
+    :math:`y_{new} \\le |T|` (an on-topic subset of :math:`T`): pairs ``(|T|, y_new)`` that
+    violate it are redrawn by rejection (a fresh :math:`y_{new}` with a :math:`|T|` draw picked at
+    random), so every recall draw lies in :math:`[0, 1]`. With the plug-in totals (``*_eq1``,
+    ``*_eq2``) the draws are paired as they are and recalls above 1 are kept and flagged.
+
+    Parameters
+    ----------
+    size : int
+        :math:`|A_{new}|`, items the classifier flags in the same universe.
+    labels : (int, int), optional
+        ``(positives, labelled)`` of a uniform sample of :math:`A_{new}`.
+    precision : float, optional
+        Known precision instead of ``labels``.
+    total : PairRecall
+        A pair's posterior; its ``total_quantity`` draws are used.
+    total_quantity : str
+        ``"total_positives"`` (default) or another total of ``total`` such as
+        ``"total_positives_eq1"``, ``"total_positives_eq2"`` or ``"total_positives_sampled"``.
+    prior : "jeffreys", "uniform" or (a, b)
+    finite_population : bool
+    rng : int, Generator or None
+
+    References
+    ----------
+    Bommannavar, Kolcz & Rajaraman, ``../shared/seeds/004_bbc0a8a725a042a8.txt``, section 6.
+
+    Examples
+    --------
+    >>> import bayes_eval as be
+    >>> pair = be.pair_recall(1000, 2000, 300, labels_1=(180, 200), labels_2=(100, 200),
+    ...                       labels_12=(190, 200), draws=4000, rng=0)
+    >>> new = be.recall_from_total(1500, (150, 200), total=pair, rng=1)
+    >>> 0.3 < new.mean("recall") < 0.5
+    True
+    """
+    if not isinstance(total, PairRecall):
+        raise TypeError(
+            f"total has type {type(total).__name__}; allowed: a PairRecall from pair_recall or "
+            "pair_recall_from_flags"
+        )
+    totals = tuple(q for q in total.quantities if q.startswith("total_positives"))
+    check_option(total_quantity, "total_quantity", totals)
+    s = _count(size, "size")
+    if s == 0:
+        raise ValueError("size=0: a classifier that flags nothing has recall 0; allowed: >= 1")
+    finite = _check_bool(finite_population, "finite_population")
+    a_arr, b_arr, desc = resolve_prior(prior, 1)
+    if (labels is None) == (precision is None):
+        raise ValueError("give exactly one of labels=(positives, labelled) and precision=")
+    n_hat_all = total.draws(total_quantity)
+    draws = n_hat_all.size
+    realised = total_quantity == "total_positives_sampled" or (
+        total_quantity == "total_positives" and "capture_1" in total.quantities
+    )
+    gen = as_generator(rng)
+    if labels is not None:
+        h, n = _check_labels(labels, "labels", s)
+        alpha, beta = np.array([a_arr[0] + h]), np.array([b_arr[0] + n - h])
+    else:
+        h, n = 0, 0
+        known = _check_precision(precision, "precision")
+    first = [True]
+
+    def propose(k: int) -> np.ndarray:
+        if first[0]:
+            first[0] = False
+            idx = np.arange(k)
+        else:
+            idx = gen.integers(0, draws, k)
+        if labels is None:
+            y = np.full(k, known * s)
+        else:
+            theta = draw_beta(alpha, beta, k, gen)
+            if finite:
+                y = (draw_remainder(theta, np.array([s - n]), gen) + h)[:, 0]
+            else:
+                y = theta[:, 0] * s
+        return np.column_stack([idx, y])
+
+    def coherent(rows: np.ndarray) -> np.ndarray:
+        if not realised:
+            return np.ones(rows.shape[0], dtype=bool)
+        return rows[:, 1] <= n_hat_all[rows[:, 0].astype(np.int64)]
+
+    rows, ok = coherent_rows(propose, coherent, draws)
+    n_hat = n_hat_all[rows[:, 0].astype(np.int64)]
+    p = rows[:, 1] / s
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = rows[:, 1] / n_hat
+    tree = xr.DataTree.from_dict(
+        {
+            "posterior": _posterior_dataset(
+                {"recall": r, "precision": p, "total_positives": n_hat}, draws
+            ),
+            "observed_data": xr.Dataset({"n": ((), n), "h": ((), h)}),
+            "constant_data": xr.Dataset(
+                {
+                    "size": ((), s),
+                    "known_precision": ((), np.nan if precision is None else float(precision)),
+                    "prior_a": ((), float(a_arr[0])),
+                    "prior_b": ((), float(b_arr[0])),
+                }
+            ),
+        }
+    )
+    res = RecallFromTotal(datatree=tree, prior=desc, size=s, n_labels=n)
+    tree.attrs.update(
+        {
+            "method": "recall_from_total (Bommannavar et al. 2014, section 6)",
+            "total_quantity": total_quantity,
+            "prior": desc,
+            "view": "finite population" if finite else "superpopulation",
+            "created_at": _now(),
+            "above_one_recall": res.above_one["recall"],
+            "incoherent_fraction": 1.0 - ok,
+        }
+    )
+    res._warn_if_flagged()
+    return res
