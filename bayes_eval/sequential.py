@@ -62,7 +62,6 @@ Waudby-Smith & Ramdas (2020), *Confidence sequences for sampling without replace
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import numbers
@@ -73,6 +72,7 @@ import numpy as np
 import xarray as xr
 from scipy import optimize, special
 
+from ._loop import BatchPlan, LockStep, LockStepAllocator, design_state
 from ._validation import (
     RNGLike,
     as_generator,
@@ -80,7 +80,7 @@ from ._validation import (
     check_option,
     check_positive_int,
 )
-from .designs import DesignState, make_design
+from .designs import make_design
 from .metrics import METRICS
 from .priors import resolve_prior
 
@@ -309,39 +309,8 @@ def least_favourable_truth(
 
 # ------------------------------------------------------------------------------ the simulator
 def _as_schedule(batch_size: Any, budget: Any, looks: Any, total: int) -> np.ndarray:
-    batch_size = check_positive_int(batch_size, "batch_size")
-    budget = check_positive_int(budget, "budget")
-    if budget > total:
-        raise ValueError(
-            f"budget={budget} is more than the {total} items of the population; allowed: "
-            f"at most {total}"
-        )
-    if budget < batch_size:
-        raise ValueError(f"budget={budget} is smaller than batch_size={batch_size}")
-    if looks is None:
-        sched = np.arange(batch_size, budget + 1, batch_size, dtype=np.int64)
-        if budget % batch_size:  # the audit looks after its final, partial batch too
-            sched = np.append(sched, budget)
-        return sched
-    arr = np.asarray(looks)
-    if arr.ndim != 1 or arr.size == 0 or not np.issubdtype(arr.dtype, np.integer):
-        raise ValueError(
-            f"looks={looks!r}; allowed: a non-empty increasing 1-D array of label counts (integers)"
-        )
-    arr = arr.astype(np.int64)
-    if (np.diff(arr) <= 0).any() or arr[0] < 1:
-        raise ValueError(f"looks={looks!r} must be strictly increasing positive label counts")
-    if arr[-1] > budget:
-        raise ValueError(
-            f"looks={looks!r} goes past the budget: its last look is at {int(arr[-1])} labels, "
-            f"the budget is {budget}; allowed: looks at most the budget"
-        )
-    if ((arr % batch_size != 0) & (arr != budget)).any():
-        raise ValueError(
-            f"looks={looks!r} must be multiples of batch_size={batch_size} or the budget "
-            "(labels arrive in batches and a look follows a batch)"
-        )
-    return arr
+    """Label counts at the looks of an audit without a design schedule (one batch engine)."""
+    return _batch_plan(None, batch_size, budget, looks, total, 1)[1]
 
 
 def geometric_looks(batch_size: int, budget: int, factor: float = 2.0) -> np.ndarray:
@@ -370,110 +339,21 @@ def geometric_looks(batch_size: int, budget: int, factor: float = 2.0) -> np.nda
     return np.asarray(out, dtype=np.int64)
 
 
-def _hypergeom(
-    rng: np.random.Generator, good: np.ndarray, bad: np.ndarray, nsample: np.ndarray
-) -> np.ndarray:
-    out = np.zeros(np.shape(nsample), dtype=np.int64)
-    m = nsample > 0
-    if m.any():
-        out[m] = rng.hypergeometric(good[m], bad[m], nsample[m])
-    return out
-
-
-def _allocate_random(rng: np.random.Generator, avail: np.ndarray, batch: int) -> np.ndarray:
-    """Multivariate hypergeometric split of ``batch`` over the strata, for every path."""
-    s, k = avail.shape
-    out = np.zeros((s, k), dtype=np.int64)
-    left = np.full(s, batch, dtype=np.int64)
-    rest = avail.sum(axis=1)
-    for j in range(k - 1):
-        rest = rest - avail[:, j]
-        out[:, j] = _hypergeom(rng, avail[:, j], rest, left)
-        left -= out[:, j]
-    out[:, k - 1] = left
-    return out
-
-
 def _batch_plan(
     design: Any, batch_size: Any, budget: Any, looks: Any, total: int, k: int
 ) -> tuple[list[int], np.ndarray]:
-    """Batch sizes of one simulated audit and the label counts at which it looks.
-
-    Without a ``batch_schedule`` every batch has ``batch_size`` labels (the last one cut to the
-    budget) and ``looks`` are checked by :func:`_as_schedule`. A design with
-    ``batch_schedule(round, K)`` sets the batch sizes itself, as in :meth:`bayes_eval.Audit.run`
-    and :func:`bayes_eval.simulate` (``batch_size`` is then not used); the audit looks after
-    every batch, and given ``looks`` (increasing label counts up to the budget) each one is
-    taken at the end of the batch that reaches it (looks falling in one batch coincide).
-    """
-    plan = getattr(design, "batch_schedule", None)
-    if plan is None:
-        sched = _as_schedule(batch_size, budget, looks, total)
-        last = int(sched[-1])
-        batches = [int(batch_size)] * (last // int(batch_size))
-        if last % int(batch_size):
-            batches.append(last % int(batch_size))
-        return batches, sched
-    check_positive_int(batch_size, "batch_size")
-    budget = check_positive_int(budget, "budget")
-    if budget > total:
-        raise ValueError(
-            f"budget={budget} is more than the {total} items of the population; allowed: "
-            f"at most {total}"
-        )
-    batches = []
-    used = 0
-    while used < budget:
-        m = plan(len(batches), k)
-        if isinstance(m, bool) or not isinstance(m, numbers.Integral) or m < 1:
-            raise RuntimeError(
-                f"design {getattr(design, 'name', design)!r} returned batch size {m!r} for "
-                f"round {len(batches)}; a batch_schedule must return a positive int"
-            )
-        m = min(int(m), budget - used)
-        batches.append(m)
-        used += m
-    ends = np.cumsum(batches, dtype=np.int64)
-    if looks is None:
-        return batches, ends
-    arr = np.asarray(looks)
-    if (
-        arr.ndim != 1
-        or arr.size == 0
-        or not np.issubdtype(arr.dtype, np.integer)
-        or (np.diff(arr) <= 0).any()
-        or arr[0] < 1
-    ):
-        raise ValueError(
-            f"looks={looks!r}; allowed: a non-empty strictly increasing 1-D array of positive "
-            "label counts (integers)"
-        )
-    if arr[-1] > budget:
-        raise ValueError(
-            f"looks={looks!r} goes past the budget: its last look is at {int(arr[-1])} labels, "
-            f"the budget is {budget}; allowed: looks at most the budget"
-        )
-    sched = np.unique(ends[np.searchsorted(ends, arr.astype(np.int64), side="left")])
-    return batches[: int(np.searchsorted(ends, sched[-1])) + 1], sched
-
-
-def _check_allocation(c: np.ndarray, m: int, avail: np.ndarray, label: str) -> np.ndarray:
-    """Allocations of every simulated audit: shape (S, K), rows summing to ``m``, within
-    ``avail``; else a RuntimeError naming the design."""
-    c = np.asarray(c)
-    if c.shape == avail.shape and np.issubdtype(c.dtype, np.integer):
-        wrong = (c.sum(axis=1) != m) | (c < 0).any(axis=1) | (c > avail).any(axis=1)
-        if not wrong.any():
-            return c.astype(np.int64, copy=False)
-        r = int(np.flatnonzero(wrong)[0])
-        got = c[r].tolist()
-    else:
-        r, got = 0, f"an array of shape {c.shape} and dtype {c.dtype}"
-    raise RuntimeError(
-        f"design {label!r} returned an invalid allocation for simulated audit {r}: {got} for a "
-        f"batch of {m} (available {avail[r].tolist()}); allowed: {avail.shape[1]} "
-        "non-negative integers summing to the batch, each at most what is available"
+    """Batch sizes of one simulated audit and the label counts at which it looks
+    (:meth:`bayes_eval._loop.BatchPlan.build`; a budget above the population is an error)."""
+    plan = BatchPlan.build(
+        design,
+        batch_size=batch_size,
+        budget=budget,
+        total=total,
+        n_strata=k,
+        looks=looks,
+        strict_budget=True,
     )
+    return list(plan.batches), plan.looks
 
 
 def _simulate_paths(
@@ -496,19 +376,13 @@ def _simulate_paths(
 ) -> np.ndarray:
     """Posterior probability ``P(metric >= target)`` at each look of ``n_sims`` audits: (S, J).
 
-    All audits take their b-th batch together. The split of a batch over the strata is one
-    vectorised draw for ``"random"``, one call shared by all audits for the deterministic
-    ``"proportional"`` and ``"equal"``, one ``design.allocate_many`` call on the ``(S, K)``
-    state when the design has it, and otherwise one ``allocate`` call per audit on its own
-    copy of the design (as every audit owns its design). ``batches`` are the batch sizes
-    (default ``batch_size`` each, up to the last look).
+    The audits run in lock-step on the batch engine (:mod:`bayes_eval._loop`): the split of a
+    batch over the strata is one vectorised draw for ``"random"``, one ``design.allocate_many``
+    call on the ``(S, K)`` state when the design has it, and otherwise one ``allocate`` call per
+    audit on its own copy of the design. ``batches`` are the batch sizes (default
+    ``batch_size`` each, up to the last look).
     """
-    k = sizes.shape[0]
     w, c = linear_form(metric, target, predicted, sizes)
-    n = np.zeros((n_sims, k), dtype=np.int64)
-    h = np.zeros((n_sims, k), dtype=np.int64)
-    good = np.broadcast_to(positives, (n_sims, k)).copy()  # unlabelled positives left
-    bad = np.broadcast_to(sizes - positives, (n_sims, k)).copy()
     out = np.empty((n_sims, schedule.shape[0]), dtype=np.float64)
     look_set = {int(v): j for j, v in enumerate(schedule)}
     if batches is None:
@@ -518,76 +392,29 @@ def _simulate_paths(
         )
     prior_a = np.asarray(prior_a, dtype=np.float64)
     prior_b = np.asarray(prior_b, dtype=np.float64)
-    deterministic = design_name in ("proportional", "equal")
-    many = None
-    per_audit: list[Any] = []
-    if design_name != "random" and not deterministic:
-        if callable(getattr(design, "allocate_many", None)):
-            many = copy.deepcopy(design)
-        else:
-            per_audit = [copy.deepcopy(design) for _ in range(n_sims)]
+    audits = LockStep(sizes, positives, n_sims)
+    allocator = LockStepAllocator(design, n_sims)
     labelled = 0
     for rnd, b in enumerate(batches):
-        avail = good + bad
-        if design_name == "random":
-            m = _allocate_random(rng, avail, b)
-        elif deterministic:
-            state = DesignState(
-                sizes=sizes,
-                predicted=predicted,
-                n=n[0],
-                h=h[0],
-                available=avail[0],
-                prior_a=prior_a,
-                prior_b=prior_b,
-                metric=metric,
-                round=rnd,
-                finite_population=finite_population,
-            )
-            m = np.broadcast_to(
-                np.asarray(design.allocate(state, b, rng), dtype=np.int64), (n_sims, k)
-            )
-        elif many is not None:
-            state = DesignState(
-                sizes=sizes,
-                predicted=predicted,
-                n=n.copy(),
-                h=h.copy(),
-                available=avail,
-                prior_a=prior_a,
-                prior_b=prior_b,
-                metric=metric,
-                round=rnd,
-                finite_population=finite_population,
-            )
-            m = many.allocate_many(state, b, rng)
-        else:
-            m = np.empty((n_sims, k), dtype=np.int64)
-            for i in range(n_sims):
-                state = DesignState(
-                    sizes=sizes,
-                    predicted=predicted,
-                    n=n[i].copy(),
-                    h=h[i].copy(),
-                    available=avail[i],
-                    prior_a=prior_a,
-                    prior_b=prior_b,
-                    metric=metric,
-                    round=rnd,
-                    finite_population=finite_population,
-                )
-                m[i] = per_audit[i].allocate(state, b, rng)
-        if design_name != "random":
-            m = _check_allocation(m, b, avail, design_name)
-        new = _hypergeom(rng, good, bad, m)
-        n += m
-        h += new
-        good -= new
-        bad -= m - new
+        state = design_state(
+            sizes=sizes,
+            predicted=predicted,
+            n=audits.n,
+            h=audits.h,
+            available=audits.available,
+            prior_a=prior_a,
+            prior_b=prior_b,
+            metric=metric,
+            round=rnd,
+            finite_population=finite_population,
+        )
+        audits.label(allocator(state, b, rng), rng)
         labelled += b
         j = look_set.get(labelled)
         if j is not None:
-            out[:, j] = prob_linear_ge(n, h, prior_a, prior_b, sizes, w, c, finite_population)
+            out[:, j] = prob_linear_ge(
+                audits.n, audits.h, prior_a, prior_b, sizes, w, c, finite_population
+            )
     return out
 
 
@@ -1376,7 +1203,7 @@ def webber_scenarios(
                     prior_b=b[keep],
                     metric=metric,
                     target=tm,
-                    design=None,
+                    design=make_design("random"),
                     design_name="random",
                     batch_size=step,
                     schedule=np.arange(step, budget + 1, step),

@@ -44,13 +44,13 @@ from __future__ import annotations
 import copy
 import importlib
 import inspect
-import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
+from ._loop import BatchPlan, LockStep, LockStepAllocator, design_state
 from ._sampling import NORMAL_MIN_VARIANCE
 from ._validation import (
     RNGLike,
@@ -59,7 +59,7 @@ from ._validation import (
     check_option,
     check_positive_int,
 )
-from .designs import DESIGNS, DesignState, make_design
+from .designs import DESIGNS, make_design
 from .metrics import METRICS
 from .posterior import MODELS, estimate_from_stratum_counts
 from .priors import resolve_prior
@@ -300,75 +300,6 @@ def _metric_draws(
     return METRICS[metric].func(tp, fp, fn, tn)
 
 
-def _batch_sizes(design: Any, batch_size: int, cap: int, k: int) -> list[int]:
-    """Batch sizes of the looks of one replication that uses all ``cap`` labels.
-
-    ``design.batch_schedule(round, K)`` when the design has one (``online_optimal``: ``D0`` then
-    ``D``; ``opt_a1``/``opt_a2``: ``K n_ini`` then ``n_step``), else ``batch_size`` every round;
-    the last batch is cut to what is left of ``cap``.
-    """
-    schedule = getattr(design, "batch_schedule", None)
-    out: list[int] = []
-    used = 0
-    while used < cap:
-        m = batch_size if schedule is None else schedule(len(out), k)
-        if isinstance(m, bool) or not isinstance(m, numbers.Integral) or m < 1:
-            raise RuntimeError(
-                f"design {getattr(design, 'name', design)!r} returned batch size {m!r} for round "
-                f"{len(out)}; a batch_schedule must return a positive int"
-            )
-        m = min(int(m), cap - used)
-        out.append(m)
-        used += m
-    return out
-
-
-def _allocate_many(
-    design: Any,
-    label: str,
-    sizes: np.ndarray,
-    predicted: np.ndarray,
-    n: np.ndarray,
-    h: np.ndarray,
-    a: np.ndarray,
-    b: np.ndarray,
-    metric: str,
-    look: int,
-    score_mean: np.ndarray,
-    finite_population: bool,
-    m: int,
-    gen: np.random.Generator,
-) -> np.ndarray:
-    """``design.allocate_many`` on the (R, K) state of every replication, checked."""
-    avail = sizes[None, :] - n
-    state = DesignState(
-        sizes=sizes,
-        predicted=predicted,
-        n=n.copy(),
-        h=h.copy(),
-        available=avail,
-        prior_a=np.asarray(a, float),
-        prior_b=np.asarray(b, float),
-        metric=metric,
-        round=look,
-        score_mean=score_mean,
-        finite_population=finite_population,
-    )
-    c = np.asarray(design.allocate_many(state, m, gen), dtype=np.int64)
-    ok = c.shape == n.shape
-    if ok:
-        wrong = (c.sum(axis=1) != m) | (c < 0).any(axis=1) | (c > avail).any(axis=1)
-        ok = not wrong.any()
-    if not ok:
-        r = int(np.flatnonzero(wrong)[0]) if c.shape == n.shape else 0
-        raise RuntimeError(
-            f"design {label!r} returned an invalid allocation from allocate_many (shape "
-            f"{c.shape}; replication {r}: {c[r].tolist() if c.ndim == 2 else c.tolist()}) for a "
-            f"batch of {m} (available {avail[r].tolist()})"
-        )
-    return c
-
-
 def _check_many(
     rule: StopRule, x: np.ndarray, n_labels: np.ndarray, state: dict[str, Any], rows: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -584,13 +515,12 @@ def _simulate_design(
     rep_gens = [np.random.default_rng(s) for s in rep_seqs]
     bulk = np.random.default_rng(bulk_seq)
     total = int(sizes.sum())
-    cap = min(budget, total)
-    batches = _batch_sizes(design, batch_size, cap, k)
+    plan = BatchPlan.build(design, batch_size=batch_size, budget=budget, total=total, n_strata=k)
+    batches = list(plan.batches)
     n_looks = len(batches)
-    if hasattr(design, "batch_schedule"):  # stop rules read the (steady-state) batch size
-        batch_size = int(design.batch_schedule(1, k))
-    n = np.zeros((reps, k), dtype=np.int64)
-    h = np.zeros((reps, k), dtype=np.int64)
+    batch_size = plan.steady  # stop rules read the (steady-state) batch size
+    audits = LockStep(sizes, positives, reps)
+    n, h = audits.n, audits.h  # views updated in place by audits.label
     active = np.ones(reps, dtype=bool)
     stopped_by = np.array([""] * reps, dtype=object)
     last_mean = np.full(reps, np.nan)
@@ -649,13 +579,10 @@ def _simulate_design(
         eb_prior = importlib.import_module(".hierarchical", __package__).empirical_bayes_prior
     # one call for all replications when the design has a batch form (and the priors are the
     # same for every replication); otherwise one design object per replication, as each audit
-    # owns its design (designs may keep state between batches)
-    many = None
-    rep_designs: list[Any] = []
-    if eb_prior is None and callable(getattr(design, "allocate_many", None)):
-        many = copy.deepcopy(design)
-    else:
-        rep_designs = [copy.deepcopy(design) for _ in range(reps)]
+    # owns its design (designs may keep state between batches), with its own generator
+    allocator = LockStepAllocator(
+        design, reps, per_audit=eb_prior is not None, vector_random=False
+    )
     alloc_gen = np.random.default_rng(alloc_seq)
     lo_q, hi_q = (1 - level) / 2, (1 + level) / 2
     need_neg, need_pos = relevant_sides(metric)
@@ -669,55 +596,41 @@ def _simulate_design(
         if rows.size == 0:
             break
         m = batches[look]  # replications run in lock-step: all active ones have used the same
-        if many is not None:
-            counts = _allocate_many(
-                many,
-                label,
-                sizes,
-                predicted,
-                n,
-                h,
-                a,
-                b,
-                metric,
-                look,
-                score_mean,
-                finite_population,
-                m,
-                alloc_gen,
-            )[rows]
-        else:
-            counts = np.empty((rows.size, k), dtype=np.int64)
-        for i, r in enumerate(rows if many is None else ()):
-            if eb_prior is not None:
+        state = design_state(
+            sizes=sizes,
+            predicted=predicted,
+            n=n,
+            h=h,
+            available=audits.available,
+            prior_a=a,
+            prior_b=b,
+            metric=metric,
+            round=look,
+            score_mean=score_mean,
+            finite_population=finite_population,
+        )
+        states = None
+        if eb_prior is not None:
+            states = []
+            for r in rows.tolist():
                 pa, pb = eb_prior(sizes, n[r], h[r], score_mean, a, b)
-            else:
-                pa, pb = a, b
-            state = DesignState(
-                sizes=sizes,
-                predicted=predicted,
-                n=n[r].copy(),
-                h=h[r].copy(),
-                available=sizes - n[r],
-                prior_a=np.asarray(pa, float),
-                prior_b=np.asarray(pb, float),
-                metric=metric,
-                round=look,
-                score_mean=score_mean,
-                finite_population=finite_population,
-            )
-            c = np.asarray(rep_designs[r].allocate(state, m, rep_gens[r]), dtype=np.int64)
-            if c.shape != (k,) or c.sum() != m or (c < 0).any() or (c > sizes - n[r]).any():
-                raise RuntimeError(
-                    f"design {label!r} returned an invalid allocation {c.tolist()} for a batch "
-                    f"of {m} (available {(sizes - n[r]).tolist()})"
+                states.append(
+                    design_state(
+                        sizes=sizes,
+                        predicted=predicted,
+                        n=n[r],
+                        h=h[r],
+                        available=sizes - n[r],
+                        prior_a=pa,
+                        prior_b=pb,
+                        metric=metric,
+                        round=look,
+                        score_mean=score_mean,
+                        finite_population=finite_population,
+                    )
                 )
-            counts[i] = c
-        good_left = positives[None, :] - h[rows]
-        bad_left = (sizes[None, :] - positives[None, :]) - (n[rows] - h[rows])
-        new_pos = bulk.hypergeometric(good_left, bad_left, counts) if counts.any() else 0
-        n[rows] += counts
-        h[rows] += new_pos
+        counts = allocator(state, m, alloc_gen, rows=rows, rngs=rep_gens, states=states)
+        audits.label(counts, bulk, rows)
         looks_done[rows] += 1
         t_n[rows, look] = n[rows].sum(axis=1)
         final_look = look == n_looks - 1
