@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from ._loop import allocate, design_state, scheduled_batch
 from ._sampler import make_sampler
 from ._validation import RNGLike, as_generator, check_level, check_option, check_positive_int
 from .designs import DESIGNS, DesignState, make_design
@@ -656,14 +657,14 @@ class Audit:
             pa, pb = hier.empirical_bayes_prior(
                 self._sizes, self._n, self._h, self._score_mean, self.prior_a, self.prior_b
             )
-        return DesignState(
+        return design_state(
             sizes=self._sizes,
             predicted=self._predicted,
-            n=self._n.copy(),
-            h=self._h.copy(),
+            n=self._n,
+            h=self._h,
             available=self._sizes - self._drawn,
-            prior_a=np.asarray(pa, dtype=np.float64),
-            prior_b=np.asarray(pb, dtype=np.float64),
+            prior_a=pa,
+            prior_b=pb,
             metric=self.metric,
             round=self._round,
             score_mean=self._score_mean,
@@ -703,19 +704,11 @@ class Audit:
         left = int(avail.sum())
         if n > left:
             raise ValueError(f"n={n} is more than the {left} items never proposed")
-        counts = np.asarray(self.design.allocate(self.design_state(), n, self._rng), dtype=np.int64)
-        if (
-            counts.shape != avail.shape
-            or int(counts.sum()) != n
-            or (counts < 0).any()
-            or (counts > avail).any()
-        ):
+        try:
+            counts = allocate(self.design, self.design_state(), n, self._rng)
+        except RuntimeError:
             self._broken = f"design {self.design_name!r} returned an invalid allocation"
-            raise RuntimeError(
-                f"design {self.design_name!r} returned {counts.tolist()} for n={n} with "
-                f"{avail.tolist()} items available; a design must return non-negative counts "
-                "summing to n within the availability"
-            )
+            raise
         parts, strata_of = [], []
         for kk in np.flatnonzero(counts):
             got = self._sampler.draw(int(kk), int(counts[kk]))
@@ -920,19 +913,16 @@ class Audit:
         if not callable(oracle):
             raise TypeError(f"oracle={oracle!r} must be callable: ids -> 0/1 labels")
         budget = check_positive_int(budget, "budget")
-        schedule = getattr(self.design, "batch_schedule", None)
-        if batch_size is not None or schedule is None:
-            if batch_size is None:
-                raise TypeError(
-                    f"batch_size=None is not allowed: design {self.design_name!r} has no "
-                    "batch_schedule, so run() needs a positive int batch_size"
-                )
+        if batch_size is not None:
             batch_size = check_positive_int(batch_size, "batch_size")
         level = check_level(level, "level")
         if stop is not None and not isinstance(stop, StopRule):
             raise TypeError(f"stop={stop!r} has type {type(stop).__name__}; allowed: a StopRule")
-        if schedule is not None:  # stop rules read the (steady-state) batch size
-            batch_size = int(schedule(max(self._round, 1), int(self._sizes.shape[0])))
+        k = int(self._sizes.shape[0])
+        scheduled_batch(self.design, self._round, k, batch_size)  # refuses a missing batch_size
+        if getattr(self.design, "batch_schedule", None) is not None:
+            # stop rules read the (steady-state) batch size
+            batch_size = scheduled_batch(self.design, max(self._round, 1), k, batch_size)
         self.budget, self.batch_size = budget, batch_size
         if stop is not None:
             stop.prepare(self)
@@ -947,7 +937,7 @@ class Audit:
         while True:
             room = budget - self.n_labels - len(self._pending)
             left = total - self.n_proposed
-            m = min(self._next_batch_size(schedule, batch_size), room, left)
+            m = min(self._next_batch_size(batch_size), room, left)
             if m <= 0:
                 stopped_by = "budget" if room <= 0 else "exhausted"
                 break
@@ -991,19 +981,13 @@ class Audit:
             seed=self.seed,
         )
 
-    def _next_batch_size(self, schedule: Any, batch_size: int | None) -> int:
-        """``design.batch_schedule(round, K)`` when the design has one, else ``batch_size``."""
-        if schedule is None:
-            assert batch_size is not None
-            return batch_size
-        m = schedule(self._round, int(self._sizes.shape[0]))
-        if isinstance(m, bool) or not isinstance(m, numbers.Integral) or m < 1:
+    def _next_batch_size(self, batch_size: int | None) -> int:
+        """The size of the next batch (:func:`bayes_eval._loop.scheduled_batch`)."""
+        try:
+            return scheduled_batch(self.design, self._round, int(self._sizes.shape[0]), batch_size)
+        except RuntimeError:
             self._broken = f"design {self.design_name!r} returned an invalid batch size"
-            raise RuntimeError(
-                f"design {self.design_name!r} returned batch size {m!r} for round "
-                f"{self._round}; a batch_schedule must return a positive int"
-            )
-        return int(m)
+            raise
 
     def _trajectory(
         self, rows: list[dict[str, Any]], level: float, stop: StopRule | None
