@@ -281,9 +281,7 @@ class Audit:
         if getattr(strata, "population", population) is not population:
             raise ValueError("strata were made from a different population; stratify this one")
         check_option(metric, "metric", tuple(METRICS))
-        check_option(model, "model", ("independent", "hierarchical", *MODELS))
-        if model == "hierarchical":
-            importlib.import_module(".hierarchical", __package__)  # registers the model
+        check_option(model, "model", ("independent", *MODELS))
         self.draws = check_positive_int(draws, "draws")
         if not isinstance(finite_population, bool | np.bool_):
             raise TypeError(f"finite_population={finite_population!r} must be True or False")

@@ -64,7 +64,6 @@ import xarray as xr
 from scipy import optimize, special
 
 from ._validation import RNGLike, as_generator, check_option, check_positive_int
-from .posterior import MODELS
 
 __all__ = [
     "HYPERPRIORS",
@@ -680,4 +679,3 @@ def _raw_scale(score_mean: np.ndarray, kind: str) -> tuple[np.ndarray, float, fl
     return x, c, (s if s > 1e-12 else 1.0)
 
 
-MODELS["hierarchical"] = hierarchical_theta

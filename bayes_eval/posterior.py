@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
-import importlib
 import numbers
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +45,7 @@ from ._sampling import draw_beta, draw_remainder
 from ._validation import RNGLike, as_generator, check_option, check_positive_int
 from .labels import coerce_labels
 from .metrics import METRICS, resolve_metrics
+from .models import MODELS
 from .priors import resolve_prior
 from .strata import Strata
 
@@ -58,8 +58,6 @@ __all__ = [
     "posterior_from_theta",
 ]
 
-#: model name -> callable(strata, n, h, a, b, draws, rng, **kw) -> theta draws (draws, K) and info
-MODELS: dict[str, Any] = {}
 
 
 @functools.cache
@@ -162,9 +160,7 @@ class MetricPosterior(DrawSummaries):
 
 def _check_model(model: Any) -> str:
     """Validate ``model``; importing :mod:`bayes_eval.hierarchical` registers "hierarchical"."""
-    check_option(model, "model", ("independent", "hierarchical", *MODELS))
-    if model == "hierarchical" and model not in MODELS:
-        importlib.import_module(".hierarchical", __package__)
+    check_option(model, "model", ("independent", *MODELS))
     return model
 
 

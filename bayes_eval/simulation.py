@@ -422,9 +422,7 @@ def simulate(
     n_reps = check_positive_int(n_reps, "n_reps")
     draws = check_positive_int(draws, "draws")
     level = check_level(level, "level")
-    check_option(model, "model", ("independent", "hierarchical", *MODELS))
-    if model == "hierarchical":
-        importlib.import_module(".hierarchical", __package__)
+    check_option(model, "model", ("independent", *MODELS))
     if stop is not None and not isinstance(stop, StopRule):
         raise TypeError(f"stop={stop!r} has type {type(stop).__name__}; allowed: a StopRule")
     if not isinstance(finite_population, bool | np.bool_):

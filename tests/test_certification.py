@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 import bayes_eval as be
-from bayes_eval import certification as certmod
-from bayes_eval.certification import Accept, Certification, certify
+from bayes_eval.stop import accept as certmod
+from bayes_eval.certification import Certification, certify
+from bayes_eval.stop import Accept
 from bayes_eval.population import Population
 from bayes_eval.posterior import estimate_from_stratum_counts
 from bayes_eval.sequential import calibrate_sequential
@@ -149,7 +150,7 @@ class StubAudit:
 def test_accept_rule_calibrates_caches_and_stops(tmp_path):
     certmod._CACHE.clear()
     st = _strata(score_min=np.array([0.0, 0.2, 0.5, 0.8]), score_max=np.array([0.2, 0.5, 0.8, 1.0]))
-    rule = be.certification.Accept(0.75, level=0.95, n_sims=2000)
+    rule = be.stop.Accept(0.75, level=0.95, n_sims=2000)
     assert isinstance(rule, StopRule)
     audit = StubAudit(st, path=tmp_path)
     rule.prepare(audit)

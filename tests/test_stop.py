@@ -139,7 +139,7 @@ def test_custom_rule_without_many_and_certifier_lookup():
 
 
 def test_accept_resolves_lazily():
-    from bayes_eval.certification import Accept
+    from bayes_eval.stop import Accept
 
     assert be.stop.Accept is Accept
     assert isinstance(be.stop.Accept(0.8, corrected=False), StopRule)

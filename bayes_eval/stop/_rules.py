@@ -39,7 +39,6 @@ nominal lower bound inflates false acceptance).
 
 from __future__ import annotations
 
-import importlib
 import numbers
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -47,10 +46,9 @@ from typing import Any
 
 import numpy as np
 
-from ._validation import check_level, check_positive_int
+from .._validation import check_level, check_positive_int
 
 __all__ = [
-    "Accept",  # noqa: F822 - resolved lazily by __getattr__
     "AllOf",
     "AnyOf",
     "Budget",
@@ -61,14 +59,6 @@ __all__ = [
     "find_certifier",
     "supports_many",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "Accept":  # lazy: certification imports audit machinery, which imports this module
-        value = importlib.import_module(".certification", __package__).Accept
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'bayes_eval.stop' has no attribute {name!r}")
 
 
 @dataclass(frozen=True, slots=True)

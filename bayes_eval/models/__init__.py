@@ -1,0 +1,60 @@
+"""Posterior models of the stratum positive rates, by name.
+
+A model is a callable ``(strata=, n=, h=, prior_a=, prior_b=, draws=, rng=, **options) ->
+(theta, extra_groups, attrs)``: ``theta`` are ``draws`` joint posterior draws of every stratum's
+positive rate, shape ``(draws, K)``; ``extra_groups`` are DataTree groups to add to the result
+(e.g. ``hyperposterior``, ``sample_stats``) and ``attrs`` its root attributes. Every model ends
+in :func:`bayes_eval.posterior.posterior_from_theta`.
+
+``"independent"`` (independent Beta priors per stratum) is built into
+:func:`bayes_eval.posterior.estimate_from_stratum_counts`; the others are looked up in
+:data:`MODELS`, which imports a built-in model's module on first use (so ``import bayes_eval``
+stays light and no model module imports the posterior machinery).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator, MutableMapping
+from typing import Any
+
+__all__ = ["MODELS", "ModelRegistry"]
+
+#: built-in models: name -> (module, function), imported on first use
+_BUILTIN: dict[str, tuple[str, str]] = {
+    "hierarchical": ("bayes_eval.hierarchical", "hierarchical_theta"),
+}
+
+
+class ModelRegistry(MutableMapping[str, Callable[..., Any]]):
+    """Name -> model callable; built-in models are imported when first looked up."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[str, Callable[..., Any]] = {}
+
+    def __getitem__(self, name: str) -> Callable[..., Any]:
+        if name not in self._loaded and name in _BUILTIN:
+            module, attr = _BUILTIN[name]
+            self._loaded[name] = getattr(importlib.import_module(module), attr)
+        return self._loaded[name]
+
+    def __setitem__(self, name: str, model: Callable[..., Any]) -> None:
+        if not isinstance(name, str) or not callable(model):
+            raise TypeError(f"a model needs a str name and a callable; got {name!r}: {model!r}")
+        self._loaded[name] = model
+
+    def __delitem__(self, name: str) -> None:
+        del self._loaded[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys([*_BUILTIN, *self._loaded]))
+
+    def __len__(self) -> int:
+        return len(set(_BUILTIN) | set(self._loaded))
+
+    def __contains__(self, name: object) -> bool:
+        return name in _BUILTIN or name in self._loaded
+
+
+#: every model besides "independent"
+MODELS = ModelRegistry()
