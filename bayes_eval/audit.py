@@ -54,7 +54,7 @@ from .ledger import (
 )
 from .metrics import METRICS
 from .posterior import MODELS, MetricPosterior, estimate_from_stratum_counts
-from .priors import NAMED_PRIORS, resolve_prior
+from .priors import NAMED_PRIORS, Prior, resolve_prior
 from .stop import StopDecision, StopRule, find_certifier
 
 __all__ = ["Audit", "AuditResult"]
@@ -821,7 +821,7 @@ class Audit:
             self.strata,
             self._n,
             self._h,
-            prior=(self.prior_a, self.prior_b, self.prior_description),
+            prior=Prior(self.prior_a, self.prior_b, self.prior_description),
             finite_population=self.finite_population,
             draws=self.draws if draws is None else check_positive_int(draws, "draws"),
             rng=gen,
@@ -844,7 +844,7 @@ class Audit:
             self.strata,
             self._n,
             self._h,
-            prior=(
+            prior=Prior(
                 state.prior_a,
                 state.prior_b,
                 f"empirical-bayes ({self.model} approximation, base {self.prior_description})",

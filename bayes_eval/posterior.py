@@ -46,7 +46,7 @@ from ._validation import RNGLike, as_generator, check_option, check_positive_int
 from .labels import coerce_labels
 from .metrics import METRICS, resolve_metrics
 from .models import MODELS
-from .priors import resolve_prior
+from .priors import Prior, resolve_prior
 from .strata import Strata
 
 __all__ = [
@@ -57,7 +57,6 @@ __all__ = [
     "estimate_from_stratum_counts",
     "posterior_from_theta",
 ]
-
 
 
 @functools.cache
@@ -359,7 +358,7 @@ def estimate(
         strata,
         n,
         h,
-        prior=(a, b, desc),
+        prior=Prior(a, b, desc),
         finite_population=finite_population,
         draws=draws,
         rng=rng,
@@ -387,7 +386,7 @@ def estimate_from_stratum_counts(
     """:func:`estimate` from per-stratum label counts ``n_k`` and positives ``h_k``.
 
     Used by the audit, which knows the stratum of every label it recorded, so that no pass over
-    the population is needed. ``prior`` may also be a resolved ``(a, b, description)`` triple.
+    the population is needed. ``prior`` may also be a resolved :class:`~bayes_eval.priors.Prior`.
     """
     draws = _check_draws(draws)
     check_option(sampler, "sampler", ("fast", "exact"))
@@ -399,10 +398,8 @@ def estimate_from_stratum_counts(
         raise ValueError(f"n and h must have shape ({k},); got {n.shape} and {h.shape}")
     if (n < 0).any() or (h < 0).any() or (h > n).any() or (n > strata.sizes).any():
         raise ValueError("counts must satisfy 0 <= h_k <= n_k <= N_k for every stratum")
-    if isinstance(prior, tuple) and len(prior) == 3 and isinstance(prior[2], str):
-        a, b, desc = prior
-    else:
-        a, b, desc = resolve_prior(prior, k)
+    resolved = Prior.resolve(prior, k)
+    a, b, desc = resolved.a, resolved.b, resolved.description
     gen = as_generator(rng)
     extra: dict[str, xr.Dataset] = {}
     attrs: dict[str, Any] = {"strata_method": strata.method, "strata_variable": strata.variable}

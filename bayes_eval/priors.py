@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import numbers
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-__all__ = ["NAMED_PRIORS", "resolve_prior"]
+__all__ = ["NAMED_PRIORS", "Prior", "resolve_prior"]
 
 #: named priors: (a, b)
 NAMED_PRIORS: dict[str, tuple[float, float]] = {"jeffreys": (0.5, 0.5), "uniform": (1.0, 1.0)}
@@ -60,3 +61,35 @@ def resolve_prior(prior: Any, n_strata: int) -> tuple[np.ndarray, np.ndarray, st
     else:
         desc = "per-stratum beta"
     return a, b, desc
+
+
+@dataclass(frozen=True, slots=True)
+class Prior:
+    """A resolved Beta prior per stratum: ``theta_k ~ Beta(a_k, b_k)``.
+
+    Attributes
+    ----------
+    a, b : ndarray of float64, (K,)
+    description : str
+        How results name it (``"jeffreys"``, ``"beta(1, 1)"``, ``"per-stratum beta"``...).
+    """
+
+    a: np.ndarray
+    b: np.ndarray
+    description: str
+
+    @classmethod
+    def resolve(cls, prior: Any, n_strata: int) -> Prior:
+        """A :class:`Prior` from a prior spec (:func:`resolve_prior`) or a :class:`Prior` with
+        ``n_strata`` entries."""
+        if isinstance(prior, Prior):
+            if prior.a.shape != (n_strata,):
+                raise ValueError(
+                    f"prior has {prior.a.shape[0]} strata; allowed: one value per stratum "
+                    f"({n_strata})"
+                )
+            return prior
+        a, b, desc = resolve_prior(prior, n_strata)
+        a.flags.writeable = False
+        b.flags.writeable = False
+        return cls(a, b, desc)

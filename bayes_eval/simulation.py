@@ -62,7 +62,7 @@ from ._validation import (
 from .designs import DESIGNS, make_design
 from .metrics import METRICS
 from .posterior import MODELS, estimate_from_stratum_counts
-from .priors import resolve_prior
+from .priors import Prior, resolve_prior
 from .stop import AnyOf, StopRule, supports_many
 
 __all__ = ["simulate", "truth_counts"]
@@ -578,9 +578,7 @@ def _simulate_design(
     # one call for all replications when the design has a batch form (and the priors are the
     # same for every replication); otherwise one design object per replication, as each audit
     # owns its design (designs may keep state between batches), with its own generator
-    allocator = LockStepAllocator(
-        design, reps, per_audit=eb_prior is not None, vector_random=False
-    )
+    allocator = LockStepAllocator(design, reps, per_audit=eb_prior is not None, vector_random=False)
     alloc_gen = np.random.default_rng(alloc_seq)
     lo_q, hi_q = (1 - level) / 2, (1 + level) / 2
     need_neg, need_pos = relevant_sides(metric)
@@ -667,7 +665,7 @@ def _simulate_design(
                     strata,
                     n[r],
                     h[r],
-                    prior=(a, b, prior_desc),
+                    prior=Prior(a, b, prior_desc),
                     finite_population=finite_population,
                     draws=draws,
                     rng=bulk,
