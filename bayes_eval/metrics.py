@@ -20,7 +20,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["METRICS", "Metric", "register_metric"]
+__all__ = [
+    "METRICS",
+    "Metric",
+    "confusion_from_positives",
+    "metric_of_positives",
+    "metric_values",
+    "register_metric",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,3 +171,53 @@ def resolve_metrics(
         if name not in out:
             out.append(name)
     return tuple(out)
+
+
+# ------------------------------------------------------------------ the one counts -> metric kernel
+def confusion_from_positives(
+    positives: np.ndarray, sizes: np.ndarray, predicted: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Confusion counts from the positives of each stratum, for any batch of draws.
+
+    .. math::
+
+        TP = \\sum_{k: \\hat y_k = 1} P_k,\\; FP = \\sum_{k: \\hat y_k = 1} N_k - TP,\\;
+        FN = \\sum_{k: \\hat y_k = 0} P_k,\\; TN = \\sum_{k: \\hat y_k = 0} N_k - FN.
+
+    Parameters
+    ----------
+    positives : ndarray (..., K)
+        Positives per stratum (draws, replications... in the leading axes); or, with ``K = 2``
+        and ``predicted = [True, False]``, positives already summed per predicted side.
+    sizes : ndarray (K,)
+    predicted : ndarray of bool (K,)
+
+    Returns
+    -------
+    tp, fp, fn, tn : ndarray (...)
+    """
+    side = np.asarray(predicted, dtype=bool)
+    sizes = np.asarray(sizes, dtype=np.float64)
+    pos = np.asarray(positives, dtype=np.float64)
+    tp = pos @ side.astype(np.float64)
+    fn = pos @ (~side).astype(np.float64)
+    fp = float(sizes[side].sum()) - tp
+    tn = float(sizes[~side].sum()) - fn
+    return tp, fp, fn, tn
+
+
+def metric_values(
+    metrics: str | tuple[str, ...], positives: np.ndarray, sizes: np.ndarray, predicted: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Every metric in ``metrics`` from positives per stratum ``(..., K)`` (one kernel for the
+    posterior, the simulations and the calibration truths)."""
+    names = (metrics,) if isinstance(metrics, str) else tuple(metrics)
+    tp, fp, fn, tn = confusion_from_positives(positives, sizes, predicted)
+    return {name: METRICS[name].func(tp, fp, fn, tn) for name in names}
+
+
+def metric_of_positives(
+    metric: str, positives: np.ndarray, sizes: np.ndarray, predicted: np.ndarray
+) -> float:
+    """The metric of one population whose positives per stratum are ``positives`` (K,)."""
+    return float(metric_values(metric, np.asarray(positives)[None, :], sizes, predicted)[metric][0])

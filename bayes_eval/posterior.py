@@ -44,7 +44,7 @@ from ._draws import DrawSummaries, eti
 from ._sampling import draw_beta, draw_remainder
 from ._validation import RNGLike, as_generator, check_option, check_positive_int
 from .labels import coerce_labels
-from .metrics import METRICS, resolve_metrics
+from .metrics import METRICS, confusion_from_positives, resolve_metrics
 from .models import MODELS
 from .priors import Prior, resolve_prior
 from .strata import Strata
@@ -206,11 +206,7 @@ def posterior_from_theta(
         positives += h[None, :]
     else:
         positives = theta * sizes[None, :]
-    side = predicted.astype(np.float64)
-    tp = np.einsum("dk,k->d", positives, side)
-    fn = np.einsum("dk,k->d", positives, 1.0 - side)
-    fp = float(sizes[predicted].sum()) - tp
-    tn = float(sizes[~predicted].sum()) - fn
+    tp, fp, fn, tn = confusion_from_positives(positives, sizes, predicted)
     draws = theta.shape[0]
     cd = ("chain", "draw")
     post_vars: dict[str, Any] = {

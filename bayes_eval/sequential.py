@@ -81,7 +81,7 @@ from ._validation import (
     check_positive_int,
 )
 from .designs import make_design
-from .metrics import METRICS
+from .metrics import METRICS, metric_of_positives
 from .priors import resolve_prior
 
 __all__ = [
@@ -242,17 +242,6 @@ def approx_prob_at_least(post: Any, metric: str, target: float) -> float:
     )
 
 
-def _metric_of_positives(
-    metric: str, positives: np.ndarray, sizes: np.ndarray, predicted: np.ndarray
-) -> float:
-    pos = np.asarray(predicted, dtype=bool)
-    tp = float(np.sum(positives[pos]))
-    fn = float(np.sum(positives[~pos]))
-    fp = float(np.sum(sizes[pos])) - tp
-    tn = float(np.sum(sizes[~pos])) - fn
-    return float(METRICS[metric].func(np.array(tp), np.array(fp), np.array(fn), np.array(tn)))
-
-
 def least_favourable_truth(
     sizes: Any,
     predicted: Any,
@@ -282,7 +271,7 @@ def least_favourable_truth(
 
     def cont(s: float) -> float:
         theta = special.expit(logit + s * d)
-        return _metric_of_positives(metric, sizes * theta, sizes, pos) - value
+        return metric_of_positives(metric, sizes * theta, sizes, pos) - value
 
     lo, hi = cont(-40.0), cont(40.0)
     if not (lo <= 0.0 <= hi):
@@ -298,7 +287,7 @@ def least_favourable_truth(
     positives = np.rint(sizes * special.expit(logit + s * d)).astype(np.int64)
     # nudge down until the integer population is at most `value`
     for _ in range(4 * int(sizes.shape[0]) + 8):
-        if _metric_of_positives(metric, positives, sizes, pos) <= value + 1e-12:
+        if metric_of_positives(metric, positives, sizes, pos) <= value + 1e-12:
             break
         up = d > 0
         cand = np.flatnonzero((up & (positives > 0)) | (~up & (positives < sizes)))
@@ -817,7 +806,7 @@ def calibrate_sequential(
         },
         coords={"stratum": np.arange(k)},
     )
-    tm = _metric_of_positives(metric, positives, sizes_, pred_)
+    tm = metric_of_positives(metric, positives, sizes_, pred_)
     curve.attrs.update(
         {
             "metric": metric,
@@ -1194,7 +1183,7 @@ def webber_scenarios(
                     continue
                 sizes, pos = _side_counts(pred, ya, truth_rows)
                 keep = sizes > 0
-                tm = _metric_of_positives(metric, pos[keep], sizes[keep], predicted[keep])
+                tm = metric_of_positives(metric, pos[keep], sizes[keep], predicted[keep])
                 prob = _simulate_paths(
                     sizes=sizes[keep],
                     predicted=predicted[keep],
@@ -1232,7 +1221,7 @@ def webber_scenarios(
                     continue
                 sizes, pos = _side_counts(pred, ya, truth_rows)
                 n_k, h_k = _side_counts(pred, ya, test_rows[: n_test[j]])
-                truth_j[j] = _metric_of_positives(metric, pos, sizes, predicted)
+                truth_j[j] = metric_of_positives(metric, pos, sizes, predicted)
                 counts.append((sizes, n_k, h_k))
             if np.all(np.isnan(truth_j)):
                 continue

@@ -60,7 +60,7 @@ from ._validation import (
     check_positive_int,
 )
 from .designs import DESIGNS, make_design
-from .metrics import METRICS
+from .metrics import METRICS, metric_of_positives, metric_values
 from .posterior import MODELS, estimate_from_stratum_counts
 from .priors import Prior, resolve_prior
 from .stop import AnyOf, StopRule, supports_many
@@ -105,23 +105,6 @@ def truth_counts(strata: Any, truth: np.ndarray) -> np.ndarray:
         )
         .round()
         .astype(np.int64)
-    )
-
-
-def _true_metric(strata: Any, positives: np.ndarray, metric: str) -> float:
-    sizes = strata.sizes.astype(np.float64)
-    pred = strata.predicted
-    tp = positives[pred].sum()
-    fn = positives[~pred].sum()
-    fp = sizes[pred].sum() - tp
-    tn = sizes[~pred].sum() - fn
-    return float(
-        METRICS[metric].func(
-            np.array([tp], float),
-            np.array([fp], float),
-            np.array([fn], float),
-            np.array([tn], float),
-        )[0]
     )
 
 
@@ -294,10 +277,8 @@ def _metric_draws(
         pos += (h @ sides)[:, None, :]
     else:
         pos = (theta * sizes[None, None, :]) @ sides
-    tp, fn = pos[..., 0], pos[..., 1]
-    fp = sizes_side[0] - tp
-    tn = sizes_side[1] - fn
-    return METRICS[metric].func(tp, fp, fn, tn)
+    # pos[..., 0] is the predicted-positive side, pos[..., 1] the predicted-negative side
+    return metric_values(metric, pos, sizes_side, np.array([True, False]))[metric]
 
 
 def _check_many(
@@ -435,7 +416,7 @@ def simulate(
     sizes = np.asarray(strata.sizes, dtype=np.int64)
     predicted = np.asarray(strata.predicted, dtype=bool)
     positives = truth_counts(strata, truth_arr)
-    true_value = _true_metric(strata, positives, metric)
+    true_value = metric_of_positives(metric, positives, sizes, predicted)
     true_rates = positives / sizes
     score_mean = (
         np.bincount(np.asarray(strata.assignment, dtype=np.int64), weights=pop.scores, minlength=k)

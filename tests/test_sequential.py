@@ -14,7 +14,7 @@ import pytest
 import bayes_eval as be
 from bayes_eval import sequential as seq
 from bayes_eval._confseq import betting_lower_bound
-from bayes_eval.metrics import METRICS
+from bayes_eval.metrics import METRICS, metric_of_positives
 from bayes_eval.population import Population
 from bayes_eval.posterior import estimate_from_stratum_counts
 from bayes_eval.strata import Strata
@@ -52,7 +52,7 @@ def test_linear_form_is_the_metric_inequality(metric):
         pos = rng.integers(0, sizes + 1)
         t = float(rng.uniform(0.05, 0.95))
         w, c = seq.linear_form(metric, t, predicted, sizes)
-        m = seq._metric_of_positives(metric, pos, sizes, predicted)
+        m = metric_of_positives(metric, pos, sizes, predicted)
         lhs = float(np.dot(w, pos))
         if abs(lhs - c) > 1e-9 * max(1.0, abs(c)):  # skip exact ties (float rounding)
             assert (m >= t) == (lhs >= c)
@@ -98,7 +98,7 @@ def test_pearson3_matches_exact_monte_carlo(metric, n, h):
 def test_least_favourable_truth_sits_at_the_target():
     for metric, value in (("f1", 0.7), ("precision", 0.75), ("accuracy", 0.9), ("recall", 0.6)):
         pos = seq.least_favourable_truth(SIZES, PRED, RATES, metric=metric, value=value)
-        m = seq._metric_of_positives(metric, pos, SIZES, PRED)
+        m = metric_of_positives(metric, pos, SIZES, PRED)
         assert m <= value + 1e-12
         assert value - m < 5.0 / SIZES.sum()  # integer rounding only
     with pytest.raises(ValueError, match="not attainable"):
