@@ -13,10 +13,10 @@ import pytest
 
 import bayes_eval as be
 from bayes_eval import sequential as seq
-from bayes_eval._confseq import betting_lower_bound
 from bayes_eval.metrics import METRICS, metric_of_positives
 from bayes_eval.population import Population
 from bayes_eval.posterior import estimate_from_stratum_counts
+from bayes_eval.sequential._confseq import betting_lower_bound
 from bayes_eval.strata import Strata
 
 SIZES = np.array([6000, 2000, 1200, 800])

@@ -1,0 +1,208 @@
+"""The linear form of ``metric >= target`` in the stratum positives, its fast acceptance
+probability, and the least-favourable truth (see :mod:`bayes_eval.sequential`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy import optimize, special
+
+from ..metrics import METRICS, metric_of_positives
+
+__all__ = [
+    "SUPPORTED_METRICS",
+    "approx_prob_at_least",
+    "least_favourable_truth",
+    "linear_form",
+    "prob_linear_ge",
+]
+
+
+#: metrics for which ``metric >= target`` is linear in the stratum positives
+SUPPORTED_METRICS = ("f1", "precision", "recall", "accuracy", "specificity", "npv", "prevalence")
+
+
+#: below this |skewness| the normal approximation is used (the gamma tends to it)
+_NORMAL_SKEW = 1e-4
+
+
+# ------------------------------------------------------------------------------------ kernels
+def linear_form(
+    metric: str, target: float, predicted: np.ndarray, sizes: np.ndarray
+) -> tuple[np.ndarray, float]:
+    """Weights ``w_k`` and bound ``c`` with ``metric >= target  <=>  sum_k w_k P_k >= c``.
+
+    ``P_k`` is the number of positives in stratum ``k``; ``predicted`` the predicted class per
+    stratum, ``sizes`` the stratum sizes.
+    """
+    t = float(target)
+    pos = np.asarray(predicted, dtype=bool)
+    sizes = np.asarray(sizes, dtype=np.float64)
+    npp = float(sizes[pos].sum())
+    npn = float(sizes[~pos].sum())
+    one = np.ones(pos.shape[0])
+    if metric == "precision":
+        return np.where(pos, 1.0, 0.0), t * npp
+    if metric == "recall":
+        return np.where(pos, 1.0 - t, -t), 0.0
+    if metric == "f1":
+        return np.where(pos, 2.0 - t, -t), t * npp
+    if metric == "accuracy":
+        return np.where(pos, 1.0, -1.0), t * (npp + npn) - npn
+    if metric == "prevalence":
+        return one, t * (npp + npn)
+    if metric == "specificity":
+        return np.where(pos, t, -(1.0 - t)), t * npp - (1.0 - t) * npn
+    if metric == "npv":
+        return np.where(pos, 0.0, -1.0), (t - 1.0) * npn
+    raise ValueError(
+        f"metric={metric!r} is not supported by the sequential calibration; allowed: "
+        + ", ".join(repr(m) for m in SUPPORTED_METRICS)
+    )
+
+
+def _beta_cumulants(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    s = a + b
+    mu = a / s
+    var = a * b / (s * s * (s + 1.0))
+    k3 = 2.0 * (b - a) * a * b / (s**3 * (s + 1.0) * (s + 2.0))
+    return mu, var, k3
+
+
+def prob_linear_ge(
+    n: np.ndarray,
+    h: np.ndarray,
+    prior_a: np.ndarray,
+    prior_b: np.ndarray,
+    sizes: np.ndarray,
+    w: np.ndarray,
+    c: float,
+    finite_population: bool = True,
+) -> np.ndarray:
+    """``Pr(sum_k w_k P_k >= c)`` under the stratified beta-binomial posterior (numpy kernel).
+
+    ``n``, ``h`` have shape ``(..., K)``; the rest broadcast against them. Pearson type III
+    approximation from the exact first three cumulants (see the module docstring).
+    """
+    n = np.asarray(n, dtype=np.float64)
+    h = np.asarray(h, dtype=np.float64)
+    sizes = np.asarray(sizes, dtype=np.float64)
+    mu, var, k3 = _beta_cumulants(prior_a + h, prior_b + n - h)
+    if finite_population:
+        r = sizes - n
+        m1 = h + r * mu
+        one_m2mu = 1.0 - 2.0 * mu
+        k2x = r * (mu * (1.0 - mu) - var) + r * r * var
+        k3x = (
+            r * (mu * (1.0 - mu) * one_m2mu - 3.0 * var * one_m2mu + 2.0 * k3)
+            + 3.0 * r * r * (var * one_m2mu - k3)
+            + r**3 * k3
+        )
+    else:
+        m1 = sizes * mu
+        k2x = sizes**2 * var
+        k3x = sizes**3 * k3
+    big1 = (w * m1).sum(axis=-1)
+    big2 = np.maximum((w * w * k2x).sum(axis=-1), 0.0)
+    big3 = (w**3 * k3x).sum(axis=-1)
+    sd = np.sqrt(big2)
+    scale = np.maximum(np.abs(big1), 1.0)
+    degenerate = sd <= 1e-12 * scale
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = (c - big1) / sd
+        g = big3 / (big2 * sd)
+    z = np.where(degenerate, 0.0, z)
+    g = np.where(degenerate | ~np.isfinite(g), 0.0, g)
+    normal = np.abs(g) < _NORMAL_SKEW
+    gs = np.where(normal, 1.0, g)
+    k = 4.0 / (gs * gs)
+    rk = np.sqrt(k)
+    # L = K1 + sd * sign(g) * (G - k) / sqrt(k), G ~ Gamma(k, 1)
+    p_gamma = np.where(
+        gs > 0,
+        special.gammaincc(k, np.maximum(k + z * rk, 0.0)),
+        special.gammainc(k, np.maximum(k - z * rk, 0.0)),
+    )
+    p = np.where(normal, special.ndtr(-z), p_gamma)
+    return np.where(degenerate, (big1 >= c - 1e-9 * scale).astype(np.float64), p)
+
+
+def approx_prob_at_least(post: Any, metric: str, target: float) -> float:
+    """The fast approximation of ``post.prob_at_least(metric, target)`` used by the calibration.
+
+    Reads the counts, sizes and prior of a :class:`~bayes_eval.MetricPosterior` built by the
+    independent beta-binomial model, so that the approximation can be checked against its draws.
+    """
+    const = post.datatree["constant_data"]
+    obs = post.datatree["observed_data"]
+    sizes = const["N"].values.astype(np.float64)
+    predicted = const["predicted"].values.astype(bool)
+    w, c = linear_form(metric, target, predicted, sizes)
+    return float(
+        prob_linear_ge(
+            obs["n"].values,
+            obs["h"].values,
+            const["prior_a"].values,
+            const["prior_b"].values,
+            sizes,
+            w,
+            c,
+            post.finite_population,
+        )
+    )
+
+
+def least_favourable_truth(
+    sizes: Any,
+    predicted: Any,
+    rates: Any,
+    *,
+    metric: str = "f1",
+    value: float = 0.8,
+) -> np.ndarray:
+    """Integer positives per stratum whose metric is ``value`` (at most ``value``, as close as the
+    integers allow), obtained from plausible ``rates`` by a logit shift (module docstring).
+
+    Raises ``ValueError`` when no shift reaches ``value`` (e.g. precision 0.9 from strata that
+    have no predicted positives).
+    """
+    sizes = np.asarray(sizes, dtype=np.int64)
+    pos = np.asarray(predicted, dtype=bool)
+    m = METRICS[metric]
+    if (m.needs_predicted_positive and not pos.any()) or (m.needs_predicted_negative and pos.all()):
+        raise ValueError(
+            f"metric {metric!r} is undefined for these strata (no predicted "
+            f"{'positives' if m.needs_predicted_positive else 'negatives'}); the "
+            "target is not attainable"
+        )
+    r = np.clip(np.asarray(rates, dtype=np.float64), 1e-6, 1 - 1e-6)
+    d = np.ones(pos.shape[0]) if metric == "prevalence" else np.where(pos, 1.0, -1.0)
+    logit = np.log(r) - np.log1p(-r)
+
+    def cont(s: float) -> float:
+        theta = special.expit(logit + s * d)
+        return metric_of_positives(metric, sizes * theta, sizes, pos) - value
+
+    lo, hi = cont(-40.0), cont(40.0)
+    if not (lo <= 0.0 <= hi):
+        raise ValueError(
+            f"target={value!r} is not attainable for metric {metric!r} with these strata: "
+            f"the metric ranges over [{lo + value:.4g}, {hi + value:.4g}]"
+        )
+    s = (
+        optimize.brentq(cont, -40.0, 40.0, xtol=1e-12)
+        if lo < 0.0 < hi
+        else (-40.0 if lo == 0.0 else 40.0)
+    )
+    positives = np.rint(sizes * special.expit(logit + s * d)).astype(np.int64)
+    # nudge down until the integer population is at most `value`
+    for _ in range(4 * int(sizes.shape[0]) + 8):
+        if metric_of_positives(metric, positives, sizes, pos) <= value + 1e-12:
+            break
+        up = d > 0
+        cand = np.flatnonzero((up & (positives > 0)) | (~up & (positives < sizes)))
+        k = int(cand[np.argmax(sizes[cand])])
+        positives[k] += -1 if up[k] else 1
+    return positives
