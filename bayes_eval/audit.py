@@ -55,7 +55,7 @@ from .ledger import (
 from .metrics import METRICS
 from .posterior import MODELS, MetricPosterior, estimate_from_stratum_counts
 from .priors import NAMED_PRIORS, Prior, resolve_prior
-from .stop import StopDecision, StopRule, find_certifier
+from .stop import Look, Procedure, StopDecision, StopRule, find_certifier
 
 __all__ = ["Audit", "AuditResult"]
 
@@ -922,8 +922,9 @@ class Audit:
             # stop rules read the (steady-state) batch size
             batch_size = scheduled_batch(self.design, max(self._round, 1), k, batch_size)
         self.budget, self.batch_size = budget, batch_size
+        procedure = self.procedure(budget=budget, batch_size=batch_size)
         if stop is not None:
-            stop.prepare(self)
+            stop.prepare(procedure)
         if self._pending:
             ids = self.pending
             self.record(ids, oracle(ids))
@@ -943,7 +944,8 @@ class Audit:
             self.record(ids, oracle(ids))
             post = self._look_posterior()
             self.looks += 1
-            decision = stop.check(self, post) if stop is not None else StopDecision(False)
+            look = Look(procedure, self.n_labels, self.looks)
+            decision = stop.check(look, post) if stop is not None else StopDecision(False)
             x = post.draws(self.metric)
             lo, hi = np.quantile(x, [lo_q, hi_q])
             row = {
@@ -965,7 +967,10 @@ class Audit:
         if post is None or (self.model != "independent" and final_posterior):
             post = self.estimate() if final_posterior else self._look_posterior()
         certifier = find_certifier(stop)
-        cert = certifier.certification(self, post) if certifier is not None else None  # type: ignore[attr-defined]
+        cert = None
+        if certifier is not None:
+            final = Look(procedure, self.n_labels, max(self.looks, 1))
+            cert = certifier.certification(final, post)  # type: ignore[attr-defined]
         return AuditResult(
             n_labels=self.n_labels,
             posterior=post,
@@ -977,6 +982,26 @@ class Audit:
             model=self.model,
             prior=self.prior_description,
             seed=self.seed,
+        )
+
+    def procedure(self, *, budget: int | None = None, batch_size: int | None = None) -> Procedure:
+        """The :class:`~bayes_eval.stop.Procedure` this audit runs (what stop rules see and a
+        sequential calibration simulates), with the labels so far as the pilot."""
+        return Procedure(
+            strata=self.strata,
+            metric=self.metric,
+            design=self.design_name,
+            design_options=dict(self.design_options),
+            model=self.model,
+            prior=Prior(self.prior_a, self.prior_b, self.prior_description),
+            finite_population=self.finite_population,
+            draws=self.draws,
+            batch_size=batch_size,
+            budget=budget,
+            seed=self.seed,
+            path=self.path,
+            pilot_n=self._n.copy(),
+            pilot_h=self._h.copy(),
         )
 
     def _next_batch_size(self, batch_size: int | None) -> int:

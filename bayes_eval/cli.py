@@ -648,6 +648,7 @@ def ledger_trajectory(audit: Any, level: float, *, draws: int = 4000, max_looks:
     import xarray as xr
 
     from .posterior import estimate_from_stratum_counts
+    from .priors import Prior
 
     groups = _label_groups(audit)
     if not groups:
@@ -667,7 +668,7 @@ def ledger_trajectory(audit: Any, level: float, *, draws: int = 4000, max_looks:
         cum.append((n.copy(), h.copy()))
     pick = np.unique(np.linspace(0, len(cum) - 1, min(max_looks, len(cum))).round().astype(int))
     rows = []
-    prior = (audit.prior_a, audit.prior_b, audit.prior_description)
+    prior = Prior(audit.prior_a, audit.prior_b, audit.prior_description)
     for i in pick:
         nn, hh = cum[i]
         post = estimate_from_stratum_counts(

@@ -63,7 +63,7 @@ from .designs import DESIGNS, make_design
 from .metrics import METRICS, metric_of_positives, metric_values
 from .posterior import MODELS, estimate_from_stratum_counts
 from .priors import Prior, resolve_prior
-from .stop import AnyOf, StopRule, supports_many
+from .stop import AnyOf, Look, Procedure, StopRule, supports_many
 
 __all__ = ["simulate", "truth_counts"]
 
@@ -161,48 +161,6 @@ def _build_design(spec: Any, options: dict[str, Any], true_rates: np.ndarray) ->
     if "rates" in params and "rates" not in options:
         options = {**options, "rates": true_rates}
     return make_design(spec, **options)
-
-
-class _SimAudit:
-    """What stop rules and designs may ask of an audit, for one simulated replication (or for
-    all of them at ``prepare`` time)."""
-
-    def __init__(
-        self,
-        strata: Any,
-        metric: str,
-        design_name: str,
-        design_options: dict,
-        prior: Any,
-        seed: int,
-        model: str,
-        finite_population: bool,
-        draws: int,
-        batch_size: int,
-        budget: int,
-    ) -> None:
-        self.strata = strata
-        self.metric = metric
-        self.design_name = design_name
-        self.design_options = design_options
-        self.prior = prior
-        self.seed = seed
-        self.model = model
-        self.finite_population = finite_population
-        self.draws = draws
-        self.batch_size = batch_size
-        self.budget = budget
-        self.looks = 0
-        k = strata.n_strata
-        self._n = np.zeros(k, dtype=np.int64)
-        self._h = np.zeros(k, dtype=np.int64)
-
-    @property
-    def n_labels(self) -> int:
-        return int(self._n.sum())
-
-    def counts(self) -> tuple[np.ndarray, np.ndarray]:
-        return self._n.copy(), self._h.copy()
 
 
 def relevant_sides(metric: str) -> tuple[bool, bool]:
@@ -515,44 +473,26 @@ def _simulate_design(
     vectorised = model == "independent" and (stop is None or supports_many(stop))
     rule_state: dict[str, Any] = {}
     per_rep_rules: list[Any] = []
-    proxies: list[_SimAudit] = []
+    procedure = Procedure(
+        strata=strata,
+        metric=metric,
+        design=design_name,
+        design_options=dict(design_options),
+        model=model,
+        prior=Prior(a, b, prior_desc),
+        finite_population=finite_population,
+        draws=draws,
+        batch_size=batch_size,
+        budget=budget,
+        seed=int(rep_seqs[0].entropy or 0),
+    )
     if stop is not None:
         stop = copy.deepcopy(stop)
-        proto = _SimAudit(
-            strata,
-            metric,
-            design_name,
-            design_options,
-            prior,
-            int(rep_seqs[0].entropy or 0),
-            model,
-            finite_population,
-            draws,
-            batch_size,
-            budget,
-        )
-        stop.prepare(proto)
+        stop.prepare(procedure)
         if vectorised:
             rule_state = stop.start_many(reps)
         else:
             per_rep_rules = [copy.deepcopy(stop) for _ in range(reps)]
-    if not vectorised:
-        proxies = [
-            _SimAudit(
-                strata,
-                metric,
-                design_name,
-                design_options,
-                prior,
-                i,
-                model,
-                finite_population,
-                draws,
-                batch_size,
-                budget,
-            )
-            for i in range(reps)
-        ]
     eb_prior = None
     if model == "hierarchical":
         eb_prior = importlib.import_module(".hierarchical", __package__).empirical_bayes_prior
@@ -639,9 +579,6 @@ def _simulate_design(
                     reasons[s : s + sub.size] = why
         else:
             for i, r in enumerate(rows):
-                px = proxies[r]
-                px._n, px._h = n[r].copy(), h[r].copy()
-                px.looks += 1
                 post = estimate_from_stratum_counts(
                     strata,
                     n[r],
@@ -657,7 +594,8 @@ def _simulate_design(
                 last_mean[r] = x.mean()
                 last_lo[r], last_hi[r] = np.quantile(x, [lo_q, hi_q])
                 if stop is not None:
-                    d = per_rep_rules[r].check(px, post)
+                    one = Look(procedure, int(n[r].sum()), int(looks_done[r]))
+                    d = per_rep_rules[r].check(one, post)
                     stop_now[i], reasons[i] = bool(d.stop), d.reason
         t_mean[rows, look] = last_mean[rows]
         t_lo[rows, look] = last_lo[rows]

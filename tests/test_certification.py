@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 import bayes_eval as be
-from bayes_eval.stop import accept as certmod
 from bayes_eval.certification import Certification, certify
-from bayes_eval.stop import Accept
 from bayes_eval.population import Population
 from bayes_eval.posterior import estimate_from_stratum_counts
+from bayes_eval.priors import Prior
 from bayes_eval.sequential import calibrate_sequential
-from bayes_eval.stop import StopRule
+from bayes_eval.stop import Accept, Look, Procedure, StopRule
+from bayes_eval.stop import accept as certmod
 from bayes_eval.strata import Strata
 
 SIZES = np.array([6000, 2000, 1200, 800])
@@ -119,32 +119,23 @@ def test_certify_bad_input(post):
 
 
 # ------------------------------------------------------------------ the Accept stop rule
-class StubAudit:
-    """The attributes of bayes_eval.Audit that Accept reads (audit.py is another module)."""
-
-    def __init__(self, strata, path=None, n=None, h=None):
-        self.strata = strata
-        self.metric = "f1"
-        self.design_name = "proportional"
-        self.design_options = {}
-        self.prior = "jeffreys"
-        self.seed = 7
-        self.batch_size = 20
-        self.budget = 200
-        self.finite_population = True
-        self.model = "independent"
-        self.path = path
-        k = strata.n_strata
-        self._n = np.zeros(k, dtype=np.int64) if n is None else np.asarray(n)
-        self._h = np.zeros(k, dtype=np.int64) if h is None else np.asarray(h)
-        self.looks = 0
-
-    @property
-    def n_labels(self):
-        return int(self._n.sum())
-
-    def counts(self):
-        return self._n, self._h
+def _procedure(strata, path=None, **changes):
+    """The procedure of an audit as bayes_eval.Audit.run hands it to its stop rule."""
+    proc = Procedure(
+        strata=strata,
+        metric="f1",
+        design="proportional",
+        design_options={},
+        model="independent",
+        prior=Prior.resolve("jeffreys", strata.n_strata),
+        finite_population=True,
+        draws=10_000,
+        batch_size=20,
+        budget=200,
+        seed=7,
+        path=path,
+    )
+    return dataclasses.replace(proc, **changes)
 
 
 def test_accept_rule_calibrates_caches_and_stops(tmp_path):
@@ -152,20 +143,20 @@ def test_accept_rule_calibrates_caches_and_stops(tmp_path):
     st = _strata(score_min=np.array([0.0, 0.2, 0.5, 0.8]), score_max=np.array([0.2, 0.5, 0.8, 1.0]))
     rule = be.stop.Accept(0.75, level=0.95, n_sims=2000)
     assert isinstance(rule, StopRule)
-    audit = StubAudit(st, path=tmp_path)
-    rule.prepare(audit)
+    proc = _procedure(st, path=tmp_path)
+    rule.prepare(proc)
     used = rule.level_used
     assert 0.95 < used < 1.0
     saved = json.loads((tmp_path / "sequential_calibration.json").read_text())
     assert saved["level_used"] == used and "scores rates" in saved["describe"]
     # in-process cache: a new rule with the same settings reuses the calibration
     again = Accept(0.75, level=0.95, n_sims=2000)
-    again.prepare(StubAudit(st))
+    again.prepare(_procedure(st))
     assert again.level_used == used
     # file cache: a resumed audit (fresh process cache) reads the JSON
     certmod._CACHE.clear()
     resumed = Accept(0.75, level=0.95, n_sims=2000)
-    resumed.prepare(StubAudit(st, path=tmp_path))
+    resumed.prepare(_procedure(st, path=tmp_path))
     assert resumed.level_used == used
     # looks: a strong posterior stops with acceptance, a weak one continues
     strong = estimate_from_stratum_counts(
@@ -174,24 +165,23 @@ def test_accept_rule_calibrates_caches_and_stops(tmp_path):
     weak = estimate_from_stratum_counts(
         st, np.array([5, 5, 5, 5]), np.array([0, 1, 3, 4]), draws=20_000, rng=1
     )
-    audit.looks = 10
-    d = rule.check(audit, strong)
+    look = Look(proc, 0, 10)
+    d = rule.check(look, strong)
     assert d.stop and d.reason.startswith("accepted") and d.state["level_used"] == used
-    cert = rule.certification(audit, strong)
+    cert = rule.certification(look, strong)
     assert cert.accepted and cert.level_used == used and cert.level_requested == 0.95
     assert cert.looks == 10 and cert.design == "proportional"
     assert cert.lower_bound == strong.lower_bound("f1", used)
-    d = rule.check(audit, weak)
+    d = rule.check(look, weak)
     assert not d.stop
-    audit._n = np.array([50, 50, 50, 50])  # budget of 200 spent
-    d = rule.check(audit, weak)
+    d = rule.check(Look(proc, 200, 11), weak)  # budget of 200 spent
     assert d.stop and "budget" in d.reason
 
 
 def test_accept_rule_uncorrected_and_bad_input():
     st = _strata()
     rule = Accept(0.75, corrected=False)
-    rule.prepare(StubAudit(st))
+    rule.prepare(_procedure(st))
     assert rule.level_used == 0.95
     with pytest.raises(ValueError, match=r"n_sims=500 is too few for level=0.95"):
         Accept(0.75, n_sims=500)
@@ -203,10 +193,8 @@ def test_accept_rule_uncorrected_and_bad_input():
         Accept(0.8, rates="oracle")
     with pytest.raises(RuntimeError, match="prepare"):
         _ = Accept(0.8).level_used
-    audit = StubAudit(st)
-    audit.budget = None
     with pytest.raises(ValueError, match="budget"):
-        Accept(0.8, n_sims=2000).prepare(audit)
+        Accept(0.8, n_sims=2000).prepare(_procedure(st, budget=None))
 
 
 @pytest.mark.slow
@@ -216,10 +204,7 @@ def test_accept_rule_false_accept_is_controlled_end_to_end():
     the naive level it accepts more often (Webber et al.'s phenomenon)."""
     st = _strata()
     rule = Accept(0.75, level=0.95, n_sims=2000, rates="prior")
-    audit = StubAudit(st)
-    audit.design_name = "random"
-    audit.budget = 120
-    rule.prepare(audit)
+    rule.prepare(_procedure(st, design="random", budget=120))
     from bayes_eval.sequential import least_favourable_truth
 
     truth = least_favourable_truth(SIZES, PRED, [0.5] * 4, metric="f1", value=0.75)
@@ -257,8 +242,8 @@ def test_accept_rule_vectorised_form_matches_check():
     """check_many (used by bayes_eval.simulate) accepts exactly where check does."""
     st = _strata()
     rule = Accept(0.75, level=0.95, n_sims=2000, rates="prior")
-    audit = StubAudit(st)
-    rule.prepare(audit)
+    proc = _procedure(st)
+    rule.prepare(proc)
     rng = np.random.default_rng(0)
     posts = [
         estimate_from_stratum_counts(
@@ -270,7 +255,7 @@ def test_accept_rule_vectorised_form_matches_check():
     ]
     draws = np.stack([p.draws("f1") for p in posts])
     many = rule.check_many(draws, np.zeros(3), rule.start_many(3), np.arange(3))
-    one = [rule.check(audit, p).stop for p in posts]
+    one = [rule.check(Look(proc, 0), p).stop for p in posts]
     assert many.tolist() == one
 
 
@@ -281,21 +266,18 @@ def test_accept_rule_geometric_looks():
     st = _strata()
     every = Accept(0.75, level=0.95, n_sims=2000, rates="prior")
     geo = Accept(0.75, level=0.95, n_sims=2000, rates="prior", looks="geometric")
-    audit = StubAudit(st)
-    audit.design_name = "random"
-    every.prepare(audit)
-    geo.prepare(audit)
+    proc = _procedure(st, design="random")
+    every.prepare(proc)
+    geo.prepare(proc)
     np.testing.assert_array_equal(geo._schedule, [20, 40, 80, 160, 200])
     assert geo.level_used <= every.level_used
     strong = estimate_from_stratum_counts(
         st, np.array([10, 10, 20, 20]), np.array([0, 0, 20, 20]), draws=20_000, rng=1
     )
-    audit._n = np.array([10, 10, 20, 20])  # 60 labels: not a look
-    d = geo.check(audit, strong)
+    d = geo.check(Look(proc, 60), strong)  # 60 labels: not a look
     assert not d.stop and d.state["look"] is False
-    assert not geo.certification(audit, strong).accepted
-    audit._n = np.array([10, 10, 30, 30])  # 80 labels: a look
-    assert geo.check(audit, strong).stop
+    assert not geo.certification(Look(proc, 60), strong).accepted
+    assert geo.check(Look(proc, 80), strong).stop  # 80 labels: a look
     with pytest.raises(ValueError, match="looks='often'"):
         Accept(0.8, looks="often")
 

@@ -6,12 +6,15 @@ import numpy as np
 import pytest
 
 import bayes_eval as be
+from bayes_eval.priors import Prior
 from bayes_eval.stop import (
     AllOf,
     AnyOf,
     Budget,
     HalfWidth,
+    Look,
     LowerBoundAbove,
+    Procedure,
     StopRule,
     find_certifier,
     supports_many,
@@ -28,11 +31,18 @@ class _Post:
         return self.x
 
 
-class _Audit:
-    metric = "precision"
+_PROCEDURE = Procedure(
+    strata=None,
+    metric="precision",
+    design="random",
+    design_options={},
+    model="independent",
+    prior=Prior.resolve("jeffreys", 1),
+)
 
-    def __init__(self, n_labels=0):
-        self.n_labels = n_labels
+
+def _Audit(n_labels=0):
+    return Look(_PROCEDURE, n_labels)
 
 
 def _normal_draws(sd, rng, mean=0.7, d=20_000):

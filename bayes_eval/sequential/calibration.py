@@ -23,7 +23,7 @@ from .._validation import (
 )
 from ..designs import make_design
 from ..metrics import metric_of_positives
-from ..priors import resolve_prior
+from ..priors import Prior
 from ._linear import SUPPORTED_METRICS, least_favourable_truth, linear_form, prob_linear_ge
 
 __all__ = [
@@ -515,7 +515,8 @@ def calibrate_sequential(
     dsg = make_design(design, **(design_options or {}))
     design_name = design if isinstance(design, str) else getattr(dsg, "name", "custom")
     batches, schedule = _batch_plan(dsg, batch_size, budget, looks, int(sizes_.sum()), k)
-    a, b, prior_desc = resolve_prior(prior, k)
+    resolved = Prior.resolve(prior, k)
+    a, b, prior_desc = resolved.a, resolved.b, resolved.description
     r, source = _resolve_rates(rates, pilot, a, b, k)
     if rates_label is not None and source == "user":
         source = str(rates_label)

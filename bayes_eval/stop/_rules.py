@@ -2,13 +2,19 @@
 
 A stopping rule is an object with
 
-* ``prepare(audit) -> None``: called once by ``Audit.run`` before the first look (a corrected
-  acceptance rule calibrates itself here; the built-in rules reset their state);
-* ``check(audit, posterior) -> StopDecision``: called after every recorded batch with the current
+* ``prepare(procedure) -> None``: called once by ``Audit.run`` (and by :func:`bayes_eval.simulate`)
+  before the first look with the :class:`Procedure` being run — strata, metric, design, model,
+  prior, batch size, budget, seed (a corrected acceptance rule calibrates this exact procedure
+  here; the built-in rules reset their state);
+* ``check(look, posterior) -> StopDecision``: called after every recorded batch with the
+  :class:`Look` (the procedure, labels so far, looks so far) and the current
   :class:`~bayes_eval.MetricPosterior`;
-* optionally ``certification(audit, posterior)``: the rule's verdict as a
+* optionally ``certification(look, posterior)``: the rule's verdict as a
   :class:`~bayes_eval.Certification` (acceptance rules only). ``Audit.run`` stores it as
   ``result.certification``.
+
+Rules never see the audit object itself, so the same rule runs unchanged in a real audit and in
+thousands of simulated ones.
 
 For :func:`bayes_eval.simulate`, which runs many audits in lock-step, a rule may also implement
 the vectorised pair
@@ -42,23 +48,88 @@ from __future__ import annotations
 import numbers
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .._validation import check_level, check_positive_int
+from ..priors import Prior
 
 __all__ = [
     "AllOf",
     "AnyOf",
     "Budget",
     "HalfWidth",
+    "Look",
     "LowerBoundAbove",
+    "Procedure",
     "StopDecision",
     "StopRule",
     "find_certifier",
     "supports_many",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class Procedure:
+    """What an audit does, fixed when it starts looking: everything a stop rule may need to know
+    (and a sequential calibration must simulate).
+
+    Attributes
+    ----------
+    strata : Strata
+        The audit's strata (in memory or Dask-backed).
+    metric : str
+        Target metric.
+    design : str
+        Design name; ``design_options`` its keyword options.
+    model : str
+        Posterior model.
+    prior : Prior
+        The resolved prior.
+    finite_population : bool
+    draws : int
+        Monte Carlo draws per look.
+    batch_size : int or None
+        Labels per batch (the steady-state size of a design's own schedule).
+    budget : int or None
+        Most labels the audit may use.
+    seed : int or None
+        The audit's seed.
+    path : Path or None
+        The audit directory, if persistent (rules may cache there).
+    pilot_n, pilot_h : ndarray of int64 (K,)
+        Labels and positives per stratum when the run started.
+    """
+
+    strata: Any
+    metric: str
+    design: str
+    design_options: dict[str, Any]
+    model: str
+    prior: Prior
+    finite_population: bool = True
+    draws: int = 10_000
+    batch_size: int | None = None
+    budget: int | None = None
+    seed: int | None = None
+    path: Path | None = None
+    pilot_n: np.ndarray | None = None
+    pilot_h: np.ndarray | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Look:
+    """One look of a running audit: the procedure, the labels so far and the looks taken."""
+
+    procedure: Procedure
+    n_labels: int
+    looks: int = 1
+
+    @property
+    def metric(self) -> str:
+        return self.procedure.metric
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,11 +144,11 @@ class StopDecision:
 class StopRule(ABC):
     """Base class for stopping rules (see module docstring)."""
 
-    def prepare(self, audit: Any) -> None:  # noqa: B027 - optional hook, no-op by default
+    def prepare(self, procedure: Procedure) -> None:  # noqa: B027 - optional hook, no-op by default
         """Called once before the first look."""
 
     @abstractmethod
-    def check(self, audit: Any, posterior: Any) -> StopDecision:
+    def check(self, look: Look, posterior: Any) -> StopDecision:
         """Decide after a look whether to stop."""
 
     def start_many(self, n_reps: int) -> dict[str, Any]:  # pragma: no cover - optional
@@ -140,12 +211,12 @@ class AnyOf(StopRule):
             flat.extend(r.rules if isinstance(r, AnyOf) else (r,))
         self.rules = tuple(flat)
 
-    def prepare(self, audit: Any) -> None:
+    def prepare(self, procedure: Procedure) -> None:
         for r in self.rules:
-            r.prepare(audit)
+            r.prepare(procedure)
 
-    def check(self, audit: Any, posterior: Any) -> StopDecision:
-        decisions = [r.check(audit, posterior) for r in self.rules]
+    def check(self, look: Look, posterior: Any) -> StopDecision:
+        decisions = [r.check(look, posterior) for r in self.rules]
         hit = [d.reason for d in decisions if d.stop]
         return StopDecision(bool(hit), "; ".join(hit), {"rules": [d.state for d in decisions]})
 
@@ -174,12 +245,12 @@ class AllOf(StopRule):
             flat.extend(r.rules if isinstance(r, AllOf) else (r,))
         self.rules = tuple(flat)
 
-    def prepare(self, audit: Any) -> None:
+    def prepare(self, procedure: Procedure) -> None:
         for r in self.rules:
-            r.prepare(audit)
+            r.prepare(procedure)
 
-    def check(self, audit: Any, posterior: Any) -> StopDecision:
-        decisions = [r.check(audit, posterior) for r in self.rules]
+    def check(self, look: Look, posterior: Any) -> StopDecision:
+        decisions = [r.check(look, posterior) for r in self.rules]
         ok = all(d.stop for d in decisions)
         return StopDecision(
             ok,
@@ -220,8 +291,8 @@ class Budget(StopRule):
     def __init__(self, n: int) -> None:
         self.n = check_positive_int(n, "n")
 
-    def check(self, audit: Any, posterior: Any) -> StopDecision:
-        used = int(audit.n_labels)
+    def check(self, look: Look, posterior: Any) -> StopDecision:
+        used = int(look.n_labels)
         stop = used >= self.n
         return StopDecision(
             stop, f"budget of {self.n} labels reached" if stop else "", {"n_labels": used}
@@ -279,7 +350,7 @@ class HalfWidth(StopRule):
         self.rounds = check_positive_int(rounds, "rounds")
         self._streak = 0
 
-    def prepare(self, audit: Any) -> None:
+    def prepare(self, procedure: Procedure) -> None:
         self._streak = 0
 
     def half_width(self, draws: np.ndarray) -> np.ndarray:
@@ -287,8 +358,8 @@ class HalfWidth(StopRule):
         lo, hi = np.quantile(draws, [(1 - self.level) / 2, (1 + self.level) / 2], axis=-1)
         return (hi - lo) / 2
 
-    def check(self, audit: Any, posterior: Any) -> StopDecision:
-        w = float(self.half_width(posterior.draws(audit.metric)))
+    def check(self, look: Look, posterior: Any) -> StopDecision:
+        w = float(self.half_width(posterior.draws(look.metric)))
         self._streak = self._streak + 1 if w <= self.delta else 0
         stop = self._streak >= self.rounds
         reason = (
@@ -334,12 +405,12 @@ class LowerBoundAbove(StopRule):
         self.target = _real(target, "target")
         self.level = check_level(level, "level")
 
-    def check(self, audit: Any, posterior: Any) -> StopDecision:
-        lb = float(np.quantile(posterior.draws(audit.metric), 1.0 - self.level))
+    def check(self, look: Look, posterior: Any) -> StopDecision:
+        lb = float(np.quantile(posterior.draws(look.metric), 1.0 - self.level))
         stop = lb >= self.target
         reason = (
             (
-                f"{audit.metric} lower bound {lb:.4g} >= {self.target:g} at level "
+                f"{look.metric} lower bound {lb:.4g} >= {self.target:g} at level "
                 f"{self.level:g} (uncorrected)"
             )
             if stop

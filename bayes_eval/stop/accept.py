@@ -22,7 +22,7 @@ import numpy as np
 from .._validation import RNGLike, as_generator, check_level, check_positive_int
 from ..certification import Certification, _check_target, certify
 from ..posterior import MetricPosterior
-from ._rules import StopDecision, StopRule
+from ._rules import Look, Procedure, StopDecision, StopRule
 
 __all__ = ["Accept"]
 
@@ -162,9 +162,12 @@ class Accept(StopRule):
         )
 
     # -------------------------------------------------------------------- calibration
-    def _rates_for(self, audit: Any) -> tuple[Any, Any, str]:
-        strata = audit.strata
-        n, h = (np.asarray(v) for v in audit.counts())
+    def _rates_for(self, procedure: Procedure) -> tuple[Any, Any, str]:
+        strata = procedure.strata
+        k = int(strata.n_strata)
+        zero = np.zeros(k, dtype=np.int64)
+        n = zero if procedure.pilot_n is None else np.asarray(procedure.pilot_n)
+        h = zero if procedure.pilot_h is None else np.asarray(procedure.pilot_h)
         choice = self.rates
         if isinstance(choice, str) and choice == "auto":
             if int(np.sum(n)) > 0:
@@ -186,15 +189,15 @@ class Accept(StopRule):
             return choice, None, choice
         return np.asarray(choice, dtype=np.float64), None, "user"
 
-    def prepare(self, audit: Any) -> None:
-        """Calibrate the nominal level for the audit's design (cached)."""
+    def prepare(self, procedure: Procedure) -> None:
+        """Calibrate the nominal level for the audit's procedure (cached)."""
         if not self.corrected:
             return
         from ..sequential import calibrate_sequential, calibration_key
 
-        strata = audit.strata
-        budget = getattr(audit, "budget", None)
-        batch = getattr(audit, "batch_size", None)
+        strata = procedure.strata
+        budget = procedure.budget
+        batch = procedure.batch_size
         if budget is None or batch is None:
             raise ValueError(
                 "Accept(corrected=True) needs the audit's budget and batch_size "
@@ -209,18 +212,18 @@ class Accept(StopRule):
             self._schedule = geometric_looks(int(batch), int(budget))
         else:
             self._schedule = np.asarray(self.looks, dtype=np.int64)
-        rates, pilot, source = self._rates_for(audit)
-        seed = self.rng if self.rng is not None else getattr(audit, "seed", None)
+        rates, pilot, source = self._rates_for(procedure)
+        seed = self.rng if self.rng is not None else procedure.seed
         seed_part = seed if isinstance(seed, int | np.integer | None) else "generator"
         key = calibration_key(
             sizes=np.asarray(strata.sizes),
             predicted=np.asarray(strata.predicted, dtype=int),
-            design=str(audit.design_name),
-            options=dict(getattr(audit, "design_options", {}) or {}),
-            metric=audit.metric,
+            design=procedure.design,
+            options=dict(procedure.design_options or {}),
+            metric=procedure.metric,
             target=self.target,
             level=self.level,
-            prior=repr(audit.prior),
+            prior=[procedure.prior.description, procedure.prior.a, procedure.prior.b],
             batch=int(batch),
             budget=int(budget),
             rates_source=source,
@@ -228,12 +231,12 @@ class Accept(StopRule):
             n_sims=self.n_sims,
             max_mcse=self.max_mcse,
             seed=seed_part,
-            finite_population=bool(getattr(audit, "finite_population", True)),
+            finite_population=procedure.finite_population,
             looks=None if self._schedule is None else self._schedule,
         )
         self._key = key
         stored = _CACHE.get(key)
-        path = getattr(audit, "path", None)
+        path = procedure.path
         file = Path(path) / _CACHE_FILE if path is not None else None
         if stored is None and file is not None and file.exists():
             try:
@@ -251,18 +254,18 @@ class Accept(StopRule):
         if stored is None:
             cal = calibrate_sequential(
                 strata,
-                metric=audit.metric,
+                metric=procedure.metric,
                 target=self.target,
-                design=audit.design_name,
-                design_options=getattr(audit, "design_options", None),
+                design=procedure.design,
+                design_options=procedure.design_options,
                 batch_size=int(batch),
                 budget=int(budget),
                 looks=self._schedule,
-                prior=audit.prior,
+                prior=procedure.prior,
                 rates=rates,
                 pilot=pilot,
                 rates_label=source,
-                finite_population=bool(getattr(audit, "finite_population", True)),
+                finite_population=procedure.finite_population,
                 n_sims=self.n_sims,
                 max_mcse=self.max_mcse,
                 rng=seed,
@@ -289,25 +292,23 @@ class Accept(StopRule):
             return self.level
         if self._stored is None:
             raise RuntimeError(
-                "Accept.prepare(audit) has not run yet: the corrected level is "
+                "Accept.prepare(procedure) has not run yet: the corrected level is "
                 "computed before the first look"
             )
         return self._stored.level_used
 
     # -------------------------------------------------------------------- looks
-    def certification(self, audit: Any, posterior: MetricPosterior) -> Certification:
+    def certification(self, look: Look, posterior: MetricPosterior) -> Certification:
         """The rule's verdict on ``posterior`` as a :class:`Certification`."""
         if self.corrected and self._stored is None:
-            self.prepare(audit)
-        looks = getattr(audit, "looks", 1)
-        looks = len(looks) if isinstance(looks, list | tuple) else int(looks or 1)
+            self.prepare(look.procedure)
         cert = certify(
             posterior,
-            audit.metric,
+            look.metric,
             self.target,
             self.level,
-            looks=max(looks, 1),
-            design=str(getattr(audit, "design_name", None)),
+            looks=max(int(look.looks), 1),
+            design=look.procedure.design,
         )
         if not self.corrected:
             return cert
@@ -315,11 +316,11 @@ class Accept(StopRule):
         assert st is not None
         used = st.level_used
         p = cert.prob_at_least
-        scheduled = self._is_look(audit)
+        scheduled = self._is_look(look)
         note = (
             ""
             if scheduled
-            else (f"; {int(audit.n_labels)} labels is not a scheduled look, so no acceptance")
+            else (f"; {int(look.n_labels)} labels is not a scheduled look, so no acceptance")
         )
         return Certification(
             accepted=bool(p >= used) and scheduled,
@@ -349,9 +350,9 @@ class Accept(StopRule):
         before = np.searchsorted(self._schedule, n_labels - batch, side="right")
         return upto > before
 
-    def _is_look(self, audit: Any) -> bool:
-        batch = int(getattr(audit, "batch_size", None) or 1)
-        return bool(self._scheduled(np.array(int(audit.n_labels)), batch))
+    def _is_look(self, look: Look) -> bool:
+        batch = int(look.procedure.batch_size or 1)
+        return bool(self._scheduled(np.array(int(look.n_labels)), batch))
 
     def start_many(self, n_reps: int) -> dict[str, Any]:
         """Vectorised form for :func:`bayes_eval.simulate` (no per-replication state)."""
@@ -367,16 +368,16 @@ class Accept(StopRule):
             ok &= self._scheduled(np.asarray(n_labels), self._batch)
         return ok
 
-    def check(self, audit: Any, posterior: MetricPosterior) -> StopDecision:
+    def check(self, look: Look, posterior: MetricPosterior) -> StopDecision:
         """Stop when the certification accepts, or when the budget is spent."""
-        cert = self.certification(audit, posterior)
+        cert = self.certification(look, posterior)
         state = {
             "prob_at_least": cert.prob_at_least,
             "level_used": cert.level_used,
             "lower_bound": cert.lower_bound,
             "accepted": cert.accepted,
         }
-        state["look"] = self._is_look(audit)
+        state["look"] = self._is_look(look)
         if cert.accepted:
             return StopDecision(
                 True,
@@ -384,7 +385,7 @@ class Accept(StopRule):
                 f"{cert.prob_at_least:.4f} >= {cert.level_used:.4f}",
                 state,
             )
-        budget = getattr(audit, "budget", None)
-        if budget is not None and int(audit.n_labels) >= int(budget):
+        budget = look.procedure.budget
+        if budget is not None and int(look.n_labels) >= int(budget):
             return StopDecision(True, "budget exhausted without acceptance", state)
         return StopDecision(False, "", state)
