@@ -77,10 +77,12 @@ from .population import Population
 
 __all__ = [
     "MISCALIBRATIONS",
+    "NEEDLE_DATASETS",
     "REAL_DATASETS",
     "LabelledPopulation",
     "demo_population",
     "load",
+    "needle",
     "synthetic",
 ]
 
@@ -97,8 +99,24 @@ REAL_DATASETS: tuple[str, ...] = (
     "mplsstops",
 )
 
+#: base populations accepted by :func:`needle` (positives in the base population)
+NEEDLE_DATASETS: tuple[str, ...] = (
+    "nasscds",
+    "default",
+    "mplsstops",
+    "movies_documentary",
+    "movies_action",
+)
+
 #: values of ``miscalibration`` accepted by :func:`synthetic`
-MISCALIBRATIONS: tuple[str, ...] = ("none", "shifted", "compressed", "nonmonotone")
+MISCALIBRATIONS: tuple[str, ...] = (
+    "none",
+    "shifted",
+    "compressed",
+    "nonmonotone",
+    "flat",
+    "uninformative",
+)
 
 #: share of the rows used to train the classifier of a real population
 TRAIN_FRACTION = 0.3
@@ -257,7 +275,12 @@ def synthetic(
     * ``"compressed"``: ``l / 3`` (under-confident: scores pulled towards 0.5; same ranking and,
       at threshold 0.5, the same predictions);
     * ``"nonmonotone"``: ``l - 2 max(l - 2, 0)`` (log odds above 2 are folded back, so the
-      most certain positives get middling or low scores: the calibration curve is not monotone).
+      most certain positives get middling or low scores: the calibration curve is not monotone);
+    * ``"flat"``: the calibrated scores permuted at random *within each predicted side* (same
+      predictions and score distribution, but the positive rate is constant within each side:
+      the score says only which side an item is on);
+    * ``"uninformative"``: the calibrated scores permuted at random over all items (scores
+      independent of the truth; predictions random).
 
     Parameters
     ----------
@@ -267,7 +290,7 @@ def synthetic(
     separation : float >= 0
         Distance between the two latent normal means (the classifier's skill; AUC
         ``Phi(separation / sqrt(2))``).
-    miscalibration : {"none", "shifted", "compressed", "nonmonotone"}
+    miscalibration : {"none", "shifted", "compressed", "nonmonotone", "flat", "uninformative"}
     threshold : float
         Decision threshold on the (possibly miscalibrated) scores.
     rng : int, Generator or None
@@ -296,7 +319,16 @@ def synthetic(
     z = gen.standard_normal(n)
     z += np.where(truth, separation / 2.0, -separation / 2.0)
     logit = separation * z + np.log(prevalence / (1.0 - prevalence))
-    scores = 1.0 / (1.0 + np.exp(-_log_odds_transform(logit, miscalibration)))
+    if miscalibration in ("flat", "uninformative"):
+        scores = 1.0 / (1.0 + np.exp(-logit))
+        if miscalibration == "uninformative":
+            scores = scores[gen.permutation(n)]
+        else:
+            for side in (scores >= threshold, scores < threshold):
+                where = np.flatnonzero(side)
+                scores[where] = scores[where[gen.permutation(where.size)]]
+    else:
+        scores = 1.0 / (1.0 + np.exp(-_log_odds_transform(logit, miscalibration)))
     pop = Population(scores, threshold=threshold)
     desc = (
         f"synthetic binormal scores: n={n}, prevalence={prevalence:g}, separation={separation:g}, "
@@ -551,6 +583,56 @@ def load(name: str, *, rng: RNGLike = 0) -> LabelledPopulation:
         as_generator(rng)  # validates (non-negative)
         return _load_cached(name, int(rng))
     return _build(name, as_generator(rng))
+
+
+def needle(name: str, *, positives: int = 40, rng: RNGLike = 0) -> LabelledPopulation:
+    """A real *needle* population: prevalence well below 0.5 %, from a real classifier's scores.
+
+    Built offline from :func:`load` ``(name)`` (its held-out population, scored by its logistic
+    regression): every negative is kept, and a seeded random subset of ``positives`` of its
+    positives (so the scores of the kept positives are real scores of real positives). The
+    threshold is then the score cut maximising F1 on this population (the best a tuner with
+    hindsight could pick; the classifier itself is unchanged), and ids are ``0..N-1`` in the
+    original order.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`NEEDLE_DATASETS`.
+    positives : int
+        Positives kept (at most those available; prevalence = positives / N).
+    rng : int, Generator or None
+        Seeds the subset of positives (and the base population's train / population split when
+        an int: the same seed is used).
+
+    Examples
+    --------
+    >>> from bayes_eval import datasets
+    >>> lp = datasets.needle("nasscds", positives=40)
+    >>> int(lp.truth.sum()), lp.true_metrics()["prevalence"] < 0.005
+    (40, True)
+    """
+    check_option(name, "name", NEEDLE_DATASETS)
+    positives = check_positive_int(positives, "positives")
+    seed = int(rng) if isinstance(rng, numbers.Integral) and not isinstance(rng, bool) else 0
+    base = load(name, rng=seed)
+    gen = as_generator(rng)
+    truth = np.asarray(base.truth, dtype=bool)
+    pos = np.flatnonzero(truth)
+    take = min(positives, pos.size)
+    kept_pos = np.sort(gen.choice(pos, take, replace=False))
+    keep = np.sort(np.concatenate([np.flatnonzero(~truth), kept_pos]))
+    scores = np.asarray(base.population.scores, dtype=np.float64)[keep]
+    y = truth[keep]
+    threshold = _f1_threshold(scores, y)
+    pop = Population(scores, threshold=threshold)
+    desc = (
+        f"needle version of {name!r}: all {int((~y).sum())} negatives and a seeded random "
+        f"{take} of its {pos.size} positives (prevalence {take / keep.size:.4%}); scores of "
+        f"the base classifier, threshold {threshold:.4g} (maximises F1 here). Base: "
+        + base.description
+    )
+    return _make(f"needle_{name}", desc, pop, y)
 
 
 def _table() -> str:  # pragma: no cover - documentation helper

@@ -18,11 +18,14 @@ import importlib
 from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any
 
-__all__ = ["MODELS", "ModelRegistry"]
+import numpy as np
+
+__all__ = ["MODELS", "ModelRegistry", "design_prior"]
 
 #: built-in models: name -> (module, function), imported on first use
 _BUILTIN: dict[str, tuple[str, str]] = {
     "hierarchical": ("bayes_eval.hierarchical", "hierarchical_theta"),
+    "pooled": ("bayes_eval.models.pooled", "pooled_model"),
 }
 
 
@@ -58,3 +61,35 @@ class ModelRegistry(MutableMapping[str, Callable[..., Any]]):
 
 #: every model besides "independent"
 MODELS = ModelRegistry()
+
+
+def design_prior(
+    model: str,
+    strata: Any,
+    n: np.ndarray,
+    h: np.ndarray,
+    prior_a: np.ndarray,
+    prior_b: np.ndarray,
+    score_mean: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The per-stratum Beta prior a design should use so that ``Beta(a + h, b + n - h)`` is the
+    model's current marginal posterior of each stratum's rate (the designs speak Beta).
+
+    ``"independent"``: the prior itself; ``"hierarchical"``: the empirical-Bayes priors of
+    :func:`bayes_eval.hierarchical.empirical_bayes_prior`; ``"pooled"``: the moment-matched
+    posterior Betas of :func:`bayes_eval.models.pooled.beta_approximation` minus the counts
+    (floored at 1e-3). One mechanism for the audit and the simulations.
+    """
+    if model == "hierarchical":
+        hier = importlib.import_module("bayes_eval.hierarchical")
+        return hier.empirical_bayes_prior(strata.sizes, n, h, score_mean, prior_a, prior_b)
+    if model == "pooled":
+        from ._profile import score_profile_of
+        from .pooled import beta_approximation, fit_pooled
+
+        fit = fit_pooled(score_profile_of(strata), n, h, warn=False)
+        big_a, big_b = beta_approximation(fit)
+        n = np.asarray(n, dtype=np.float64)
+        h = np.asarray(h, dtype=np.float64)
+        return np.maximum(big_a - h, 1e-3), np.maximum(big_b - (n - h), 1e-3)
+    return np.asarray(prior_a, dtype=np.float64), np.asarray(prior_b, dtype=np.float64)

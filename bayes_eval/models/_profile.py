@@ -1,0 +1,231 @@
+r"""Per-stratum score histograms: the covariate of the pooled model, built in one O(N) pass.
+
+The pooled model (:mod:`bayes_eval.models.pooled`) needs, for every stratum, the distribution of
+its items' covariate :math:`x` (the logit of a probability score, or a standardised margin), so
+that a stratum's rate is the mean of the item-level calibration curve over its own items rather
+than the curve at the stratum's mean score. :func:`score_profile` bins :math:`x` once on a global
+grid of ``bins`` equal-width cells and keeps, per stratum, the occupied cells with their mean
+:math:`x` and item share. Equal-width cells in logit space keep the resolution of the tails, where
+a needle population's positives live (an equal-mass grid would lump every predicted positive of a
+0.05 %-prevalence population into one cell). With 256 cells over the logit range of
+:math:`\pm 20.7` a cell is about 0.16 wide, and averaging the convex/concave ``expit`` inside
+a cell at its mean changes a rate by less than 0.4 % relative.
+
+References
+----------
+Bennett & Carvalho, ``../shared/seeds/000_51972d8d13fae9c1.txt`` (score strata).
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["SCORE_KINDS", "ScoreProfile", "score_profile", "score_profile_of"]
+
+#: values of ``kind`` accepted by :func:`score_profile` (``"constant"`` is detected, never asked)
+SCORE_KINDS: tuple[str, ...] = ("auto", "probability", "margin")
+
+#: probabilities are clipped to [CLIP, 1 - CLIP] before the logit (logit range +-20.7)
+CLIP = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreProfile:
+    """Histogram of the model's covariate within every stratum.
+
+    Attributes
+    ----------
+    x : ndarray of float64, (K, B)
+        Mean covariate of each occupied cell of the stratum (padding cells: 0 with weight 0).
+    weight : ndarray of float64, (K, B)
+        Share of the stratum's items in each cell; rows sum to 1.
+    sizes : ndarray of int64, (K,)
+        Stratum sizes ``N_k``.
+    predicted : ndarray of bool, (K,)
+        Predicted class of each stratum.
+    kind : {"probability", "margin", "constant"}
+        ``x = logit(score)`` for probabilities, ``(score - median) / sd`` for margins; every
+        item at the same covariate gives ``"constant"`` (the scores carry no information).
+    center : float
+        Population median of ``x`` (the point where the calibration shift is defined).
+    """
+
+    x: np.ndarray
+    weight: np.ndarray
+    sizes: np.ndarray
+    predicted: np.ndarray
+    kind: str
+    center: float
+
+    @property
+    def n_strata(self) -> int:
+        """Number of strata ``K``."""
+        return int(self.sizes.shape[0])
+
+    @property
+    def side_share(self) -> np.ndarray:
+        """``N_k`` over the size of stratum k's predicted side, ``(K,)`` (sums to 1 per side)."""
+        sizes = self.sizes.astype(np.float64)
+        pos = self.predicted
+        tot = np.where(pos, sizes[pos].sum(), sizes[~pos].sum())
+        return sizes / tot
+
+
+def _check_kind(kind: Any) -> str:
+    if not isinstance(kind, str) or kind not in SCORE_KINDS:
+        raise ValueError(f"kind={kind!r} is not allowed; allowed: {', '.join(SCORE_KINDS)}")
+    return kind
+
+
+def score_profile(
+    scores: Any,
+    assignment: Any,
+    *,
+    predicted: Any,
+    sizes: Any,
+    bins: int = 256,
+    max_cells: int = 16,
+    kind: str = "auto",
+) -> ScoreProfile:
+    """Build the :class:`ScoreProfile` of a stratified population in one O(N) pass.
+
+    Parameters
+    ----------
+    scores : array of float, (N,)
+        The classifier's scores.
+    assignment : array of int, (N,)
+        Stratum of every item (``Strata.assignment``).
+    predicted : array of bool, (K,)
+        Predicted class of every stratum.
+    sizes : array of int, (K,)
+        Items per stratum; must equal the counts of ``assignment``.
+    bins : int >= 2
+        Cells of the global equal-width grid over the covariate's range.
+    max_cells : int >= 1
+        At most this many cells are kept per stratum: neighbouring occupied cells are merged
+        into ``max_cells`` groups of about equally many cells (each keeps its mean covariate and
+        share), which bounds the per-fit cost at ``K * max_cells`` curve evaluations per node.
+    kind : {"auto", "probability", "margin"}
+        ``"auto"`` reads scores within [0, 1] as probabilities.
+
+    Returns
+    -------
+    ScoreProfile
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bayes_eval.models._profile import score_profile
+    >>> prof = score_profile(np.array([0.1, 0.2, 0.7, 0.9]), np.array([0, 0, 1, 1]),
+    ...                      predicted=[False, True], sizes=[2, 2])
+    >>> prof.kind, prof.weight.sum(axis=1).tolist()
+    ('probability', [1.0, 1.0])
+    """
+    kind = _check_kind(kind)
+    if isinstance(bins, bool) or not isinstance(bins, numbers.Integral) or int(bins) < 2:
+        raise ValueError(f"bins={bins!r} is not allowed; allowed: an integer >= 2")
+    bins = int(bins)
+    if isinstance(max_cells, bool) or not isinstance(max_cells, numbers.Integral) or max_cells < 1:
+        raise ValueError(f"max_cells={max_cells!r} is not allowed; allowed: an integer >= 1")
+    max_cells = int(max_cells)
+    s = np.asarray(scores, dtype=np.float64).ravel()
+    if s.size == 0 or not np.isfinite(s).all():
+        raise ValueError("scores must be a non-empty array of finite numbers")
+    assign = np.asarray(assignment)
+    if assign.shape != s.shape or not np.issubdtype(assign.dtype, np.integer):
+        raise ValueError(
+            f"assignment must be integers of the same shape as scores {s.shape}; got "
+            f"{assign.dtype} {assign.shape}"
+        )
+    pred = np.asarray(predicted, dtype=bool).ravel()
+    sz = np.asarray(sizes, dtype=np.int64).ravel()
+    k = sz.shape[0]
+    if pred.shape != (k,):
+        raise ValueError(f"predicted has shape {pred.shape}; allowed: one value per stratum ({k},)")
+    if assign.min() < 0 or assign.max() >= k:
+        raise ValueError(f"assignment has values outside 0..{k - 1}")
+    assign = assign.astype(np.int64)
+    counts_k = np.bincount(assign, minlength=k)
+    if not np.array_equal(counts_k, sz) or (sz <= 0).any():
+        raise ValueError("sizes must be the positive item counts of every stratum in assignment")
+    if kind == "auto":
+        kind = "probability" if (s.min() >= 0.0 and s.max() <= 1.0) else "margin"
+    if kind == "probability":
+        if s.min() < 0.0 or s.max() > 1.0:
+            raise ValueError("kind='probability' needs scores within [0, 1]")
+        c = np.clip(s, CLIP, 1.0 - CLIP)
+        x = np.log(c) - np.log1p(-c)
+    else:
+        sd = float(s.std())
+        x = (s - float(np.median(s))) / (sd if sd > 0 else 1.0)
+    lo, hi = float(x.min()), float(x.max())
+    if hi - lo <= 1e-12 * max(1.0, abs(lo)):
+        return ScoreProfile(
+            np.full((k, 1), lo if kind == "probability" else 0.0),
+            np.ones((k, 1)),
+            sz,
+            pred,
+            "constant",
+            lo if kind == "probability" else 0.0,
+        )
+    cell = np.minimum(((x - lo) * (bins / (hi - lo))).astype(np.int64), bins - 1)
+    key = assign * bins + cell
+    cnt = np.bincount(key, minlength=k * bins).reshape(k, bins)
+    tot = np.bincount(key, weights=x, minlength=k * bins).reshape(k, bins)
+    glob = cnt.sum(axis=0)
+    med_cell = int(np.searchsorted(np.cumsum(glob), 0.5 * s.size))
+    center = float(tot[:, med_cell].sum() / glob[med_cell])
+    if max_cells < bins:  # merge neighbouring cells of a stratum down to max_cells groups
+        occ = cnt > 0
+        rank = np.cumsum(occ, axis=1) - 1
+        n_occ = occ.sum(axis=1, keepdims=True)
+        group = (rank * max_cells) // np.maximum(n_occ, 1)
+        key2 = (np.arange(k)[:, None] * max_cells + np.minimum(group, max_cells - 1))[occ]
+        cnt = np.bincount(key2, weights=cnt[occ], minlength=k * max_cells).reshape(k, -1)
+        tot = np.bincount(key2, weights=tot[occ], minlength=k * max_cells).reshape(k, -1)
+    occupied = cnt > 0
+    width = int(occupied.sum(axis=1).max())
+    order = np.argsort(~occupied, axis=1, kind="stable")[:, :width]
+    c_sel = np.take_along_axis(cnt, order, axis=1).astype(np.float64)
+    t_sel = np.take_along_axis(tot, order, axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        xm = np.where(c_sel > 0, t_sel / c_sel, 0.0)
+    return ScoreProfile(xm, c_sel / sz[:, None], sz, pred, kind, center)
+
+
+def profile_of_strata(strata: Any, *, bins: int = 256, kind: str = "auto") -> ScoreProfile:
+    """:func:`score_profile` of a :class:`bayes_eval.Strata` (its population's scores)."""
+    return score_profile(
+        strata.population.scores,
+        strata.assignment,
+        predicted=strata.predicted,
+        sizes=strata.sizes,
+        bins=bins,
+        kind=kind,
+    )
+
+
+#: score profiles of recently used strata (computing one is the O(N) pass the pooled model needs;
+#: every later look reuses it, so per-batch work never scans the population)
+_PROFILES: OrderedDict[int, tuple[Any, Any]] = OrderedDict()
+_PROFILES_KEPT = 8
+
+
+def score_profile_of(strata: Any) -> Any:
+    """The pooled model's :class:`~bayes_eval.models._profile.ScoreProfile` of ``strata``,
+    computed once per strata object (one O(N) pass) and then reused."""
+    key = id(strata)
+    hit = _PROFILES.get(key)
+    if hit is not None and hit[0] is strata:
+        _PROFILES.move_to_end(key)
+        return hit[1]
+    prof = profile_of_strata(strata)
+    _PROFILES[key] = (strata, prof)
+    while len(_PROFILES) > _PROFILES_KEPT:
+        _PROFILES.popitem(last=False)
+    return prof

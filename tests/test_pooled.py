@@ -1,0 +1,367 @@
+"""The pooled (score-informed, K-invariant) model: kernel, bad input, approximations, coverage."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+
+import numpy as np
+import pytest
+
+import bayes_eval as be
+from bayes_eval import datasets
+from bayes_eval.models._profile import ScoreProfile, profile_of_strata, score_profile
+from bayes_eval.models.pooled import (
+    Hyperpriors,
+    PooledFit,
+    UninformativeScoresWarning,
+    beta_approximation,
+    draw_theta,
+    fit_pooled,
+    pooled_model,
+    prob_linear_ge,
+)
+
+
+@pytest.fixture(scope="module")
+def pop2():
+    lp = datasets.synthetic(60_000, prevalence=0.02, separation=2.5, rng=0)
+    strata = be.stratify(lp.population, method="equal_size", n_strata=5)
+    k = strata.n_strata
+    pos = np.bincount(strata.assignment, weights=lp.truth, minlength=k).astype(np.int64)
+    return lp, strata, profile_of_strata(strata), pos
+
+
+def _labels(strata, pos, n_per, rng):
+    n = np.minimum(np.full(strata.n_strata, n_per), strata.sizes)
+    h = rng.hypergeometric(pos, strata.sizes - pos, n)
+    return n, h
+
+
+# ----------------------------------------------------------------------------- profile
+def test_profile_shapes_and_rows(pop2):
+    _, strata, prof, _ = pop2
+    assert isinstance(prof, ScoreProfile)
+    assert prof.x.shape == prof.weight.shape and prof.x.shape[0] == strata.n_strata
+    assert prof.x.shape[1] <= 16
+    np.testing.assert_allclose(prof.weight.sum(axis=1), 1.0)
+    assert prof.kind == "probability"
+    np.testing.assert_allclose(
+        [prof.side_share[~prof.predicted].sum(), prof.side_share[prof.predicted].sum()], 1.0
+    )
+    # the histogram mean is the stratum's mean logit score
+    s = np.clip(strata.population.scores, 1e-9, 1 - 1e-9)
+    x = np.log(s) - np.log1p(-s)
+    means = np.bincount(strata.assignment, weights=x) / strata.sizes
+    np.testing.assert_allclose((prof.x * prof.weight).sum(axis=1), means, rtol=1e-9, atol=1e-9)
+
+
+def test_profile_constant_and_margin():
+    a = np.repeat([0, 1], 50)
+    prof = score_profile(np.full(100, 0.3), a, predicted=[False, True], sizes=[50, 50])
+    assert prof.kind == "constant" and prof.x.shape == (2, 1)
+    prof = score_profile(np.linspace(-3, 5, 100), a, predicted=[False, True], sizes=[50, 50])
+    assert prof.kind == "margin" and abs(prof.center) < 0.1
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"bins": 1}, "bins=1"),
+        ({"max_cells": 0}, "max_cells=0"),
+        ({"kind": "logit"}, "kind='logit'"),
+        ({"sizes": [40, 60]}, "sizes must be"),
+        ({"predicted": [True]}, "predicted has shape"),
+    ],
+)
+def test_profile_bad_input(kw, match):
+    args = {"predicted": [False, True], "sizes": [50, 50]}
+    args.update(kw)
+    with pytest.raises(ValueError, match=match):
+        score_profile(np.linspace(0, 1, 100), np.repeat([0, 1], 50), **args)
+
+
+def test_profile_non_finite_scores():
+    with pytest.raises(ValueError, match="finite"):
+        score_profile(
+            np.r_[np.nan, np.ones(99)], np.repeat([0, 1], 50), predicted=[0, 1], sizes=[50, 50]
+        )
+
+
+# ----------------------------------------------------------------------------- hyperpriors
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("alpha_sd", 0.0), ("beta_sd", -1.0), ("tau_median", np.inf), ("gamma_sd", True)],
+)
+def test_hyperpriors_validated(field, value):
+    with pytest.raises(ValueError, match=f"Hyperpriors.{field}="):
+        Hyperpriors(**{field: value})
+    assert "tau" in Hyperpriors().describe()
+
+
+# ----------------------------------------------------------------------------- kernel
+def test_fit_is_deterministic_finite_and_batched(pop2):
+    _, strata, prof, pos = pop2
+    rng = np.random.default_rng(0)
+    n, h = _labels(strata, pos, 30, rng)
+    f1 = fit_pooled(prof, n, h)
+    f2 = fit_pooled(prof, n, h)
+    np.testing.assert_array_equal(f1.weight, f2.weight)
+    assert isinstance(f1, PooledFit) and f1.phi.shape == (128, 4)
+    nb = np.stack([n, n, np.zeros_like(n)])
+    hb = np.stack([h, h, np.zeros_like(h)])
+    fb = fit_pooled(prof, nb, hb)
+    assert fb.weight.shape == (3, 128) and fb.a_post.shape == (3, 128, strata.n_strata)
+    np.testing.assert_allclose(fb.mode[0], f1.mode, atol=1e-4)
+    for arr in (fb.weight, fb.a_post, fb.b_post, fb.ess):
+        assert np.isfinite(arr).all()
+    th = draw_theta(fb, 500, 1)
+    assert th.shape == (3, 500, strata.n_strata)
+    assert ((th >= 0) & (th <= 1)).all()
+    a, b = beta_approximation(fb)
+    assert a.shape == (3, strata.n_strata) and (a > 0).all() and (b > 0).all()
+
+
+def test_needle_strata_stay_near_zero(pop2):
+    # no pull towards 1/2: with 0 positives in 40 labels the low strata sit far below the
+    # Jeffreys posterior mean 0.5/41
+    _, strata, prof, _ = pop2
+    n = np.full(strata.n_strata, 40)
+    h = np.where(strata.predicted, 25, 0)
+    a, b = beta_approximation(fit_pooled(prof, n, h))
+    m = a / (a + b)
+    assert (m[:3] < 0.5 / 41 / 3).all()
+
+
+def test_draws_match_beta_approximation(pop2):
+    _, strata, prof, pos = pop2
+    n, h = _labels(strata, pos, 25, np.random.default_rng(3))
+    fit = fit_pooled(prof, n, h)
+    th = draw_theta(fit, 40_000, 7)
+    a, b = beta_approximation(fit)
+    mean = a / (a + b)
+    sd = np.sqrt(mean * (1 - mean) / (a + b + 1))
+    assert (np.abs(th.mean(axis=0) - mean) < 5 * sd / np.sqrt(40_000)).all()
+    np.testing.assert_allclose(th.std(axis=0), sd, rtol=0.05)
+
+
+@pytest.mark.parametrize("metric", ["precision", "recall", "f1"])
+def test_prob_linear_ge_matches_monte_carlo(pop2, metric):
+    _, strata, prof, pos = pop2
+    sizes = strata.sizes
+    pred = strata.predicted
+    rng = np.random.default_rng(11)
+    n, h = _labels(strata, pos, 30, rng)
+    fit = fit_pooled(prof, n, h)
+    th = draw_theta(fit, 40_000, rng)
+    p_k = rng.binomial(sizes - n, th) + h
+    tp = p_k[:, pred].sum(1)
+    fn = p_k[:, ~pred].sum(1)
+    fp = sizes[pred].sum() - tp
+    m = {"precision": tp / (tp + fp), "recall": tp / (tp + fn), "f1": 2 * tp / (2 * tp + fp + fn)}
+    npp = float(sizes[pred].sum())
+    for q in (0.05, 0.5, 0.95):
+        t = float(np.quantile(m[metric], q))
+        w, c = {
+            "precision": (np.where(pred, 1.0, 0.0), t * npp),
+            "recall": (np.where(pred, 1.0 - t, -t), 0.0),
+            "f1": (np.where(pred, 2.0 - t, -t), t * npp),
+        }[metric]
+        p = float(prob_linear_ge(fit, n, h, sizes, w, c))
+        # the metric is discrete (integer counts): compare with the mid-point of the atom
+        mc = float(0.5 * ((m[metric] >= t).mean() + (m[metric] > t).mean()))
+        assert abs(p - mc) < 0.012, (q, p, mc)
+
+
+def test_k_invariance_of_the_prior():
+    # the prior mean of the false negatives (no labels) does not depend on the number of strata;
+    # its sd falls by at most ~1.4x from 1 to 50 strata per side (a Beta cannot hold the
+    # white-noise variance of very small strata, module docstring); independent Jeffreys
+    # priors move the mean itself by orders of magnitude
+    lp = datasets.synthetic(60_000, prevalence=0.02, separation=2.5, rng=1)
+    sds = []
+    for ns in (1, 10, 50):
+        strata = be.stratify(lp.population, method="equal_size", n_strata=ns)
+        prof = profile_of_strata(strata)
+        z = np.zeros(strata.n_strata, dtype=np.int64)
+        fit = fit_pooled(prof, z, z)
+        th = draw_theta(fit, 20_000, 0)
+        fn = (th[:, ~strata.predicted] * strata.sizes[~strata.predicted]).sum(axis=1)
+        sds.append((fn.mean(), fn.std()))
+    means, sd = np.array(sds).T
+    assert means.max() / means.min() < 1.05
+    assert sd.max() / sd.min() < 1.5
+
+
+def test_quasi_separation_keeps_the_slope_bounded(pop2):
+    _, strata, prof, _ = pop2
+    n = np.full(strata.n_strata, 50)
+    h = np.where(strata.predicted, 50, 0)  # every negative 0, every positive 1
+    fit = fit_pooled(prof, n, h)
+    assert np.isfinite(fit.phi).all()
+    slope = float((fit.weight * fit.phi[:, 1]).sum())
+    assert slope < 8.0
+
+
+def test_all_negative_and_all_positive_and_no_labels(pop2):
+    _, strata, prof, _ = pop2
+    k = strata.n_strata
+    for n, h in (
+        (np.full(k, 20), np.zeros(k, dtype=int)),
+        (np.full(k, 20), np.full(k, 20)),
+        (np.zeros(k, dtype=int), np.zeros(k, dtype=int)),
+    ):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UninformativeScoresWarning)
+            fit = fit_pooled(prof, n, h)
+        a, b = beta_approximation(fit)
+        assert np.isfinite(a).all() and np.isfinite(b).all() and (a > 0).all()
+        assert np.isfinite(draw_theta(fit, 100, 0)).all()
+
+
+def test_uninformative_scores_warn_and_pool_within_side():
+    lp = datasets.synthetic(40_000, prevalence=0.2, miscalibration="uninformative", rng=2)
+    strata = be.stratify(lp.population, method="equal_size", n_strata=4)
+    prof = profile_of_strata(strata)
+    pos = np.bincount(strata.assignment, weights=lp.truth).astype(np.int64)
+    n = np.full(strata.n_strata, 100)
+    h = np.random.default_rng(0).hypergeometric(pos, strata.sizes - pos, n)
+    with pytest.warns(UninformativeScoresWarning, match="flat calibration curve"):
+        fit = fit_pooled(prof, n, h)
+    assert not fit.informative
+    a, b = beta_approximation(fit)
+    m = a / (a + b)
+    assert np.ptp(m) < 0.1 and abs(m.mean() - 0.2) < 0.05
+    # constant scores: warned at once, still a posterior
+    prof_c = score_profile(
+        np.full(strata.population.size, 0.4),
+        strata.assignment,
+        predicted=strata.predicted,
+        sizes=strata.sizes,
+    )
+    with pytest.warns(UninformativeScoresWarning, match="every score is equal"):
+        fit = fit_pooled(prof_c, n, h)
+    assert np.isfinite(beta_approximation(fit)[0]).all()
+
+
+@pytest.mark.parametrize(
+    ("n", "h", "match"),
+    [
+        ([10, 10], [1, 1], "shape"),
+        (None, "neg", "0 <= h_k"),
+        (None, "over", "0 <= h_k"),
+        (None, "frac", "non-integer"),
+    ],
+)
+def test_fit_bad_counts(pop2, n, h, match):
+    _, strata, prof, _ = pop2
+    k = strata.n_strata
+    if n is None:
+        n = np.full(k, 10)
+        h = {
+            "neg": np.full(k, -1),
+            "over": np.full(k, 11),
+            "frac": np.full(k, 0.5),
+        }[h]
+    with pytest.raises(ValueError, match=match):
+        fit_pooled(prof, n, h)
+
+
+def test_bad_arguments(pop2):
+    _, strata, prof, _ = pop2
+    k = strata.n_strata
+    z = np.zeros(k, dtype=int)
+    with pytest.raises(TypeError, match="profile"):
+        fit_pooled("x", z, z)
+    with pytest.raises(TypeError, match="hyperpriors"):
+        fit_pooled(prof, z, z, hyperpriors={"alpha_sd": 1})
+    fit = fit_pooled(prof, z, z)
+    with pytest.raises(ValueError, match="draws=0"):
+        draw_theta(fit, 0, 0)
+    with pytest.raises(TypeError, match="rng"):
+        draw_theta(fit, 10, "seed")
+    with pytest.raises(TypeError, match="fit"):
+        beta_approximation(dataclasses.asdict)
+    with pytest.raises(ValueError, match="init"):
+        fit_pooled(prof, z, z, init=[np.nan, 0, 0, 0])
+
+
+# ----------------------------------------------------------------------------- registry
+def test_estimate_with_model_pooled(pop2):
+    lp, strata, _, _ = pop2
+    ids = np.random.default_rng(0).choice(lp.population.size, 400, replace=False)
+    post = be.estimate(strata, lp.labels_for(ids), model="pooled", draws=4000, rng=0)
+    assert post.model == "pooled"
+    tree = post.datatree
+    assert "hyperposterior" in tree.children
+    assert "tau ~" in tree.attrs["hyperpriors"]
+    tm = lp.true_metrics()
+    assert abs(post.mean("f1") - tm["f1"]) < 0.1
+    again = be.estimate(strata, lp.labels_for(ids), model="pooled", draws=4000, rng=0)
+    assert post.mean("f1") == again.mean("f1")
+
+
+# ----------------------------------------------------------------------------- coverage
+def _coverage(lp, n_strata, n_per, reps, seed):
+    strata = be.stratify(lp.population, method="equal_size", n_strata=n_strata)
+    prof = profile_of_strata(strata)
+    k = strata.n_strata
+    sizes, pred = strata.sizes, strata.predicted
+    pos = np.bincount(strata.assignment, weights=lp.truth, minlength=k).astype(np.int64)
+    rng = np.random.default_rng(seed)
+    n = np.tile(np.minimum(n_per, sizes), (reps, 1))
+    h = rng.hypergeometric(np.tile(pos, (reps, 1)), sizes - pos, n)
+    fit = fit_pooled(prof, n, h, warn=False)
+    tp = float(pos[pred].sum())
+    fnv = float(pos[~pred].sum())
+    npp = float(sizes[pred].sum())
+    truth = {"precision": tp / npp, "recall": tp / (tp + fnv), "f1": 2 * tp / (tp + fnv + npp)}
+    out = {}
+    for m, t in truth.items():
+        w, c = {
+            "precision": (np.where(pred, 1.0, 0.0), t * npp),
+            "recall": (np.where(pred, 1.0 - t, -t), 0.0),
+            "f1": (np.where(pred, 2.0 - t, -t), t * npp),
+        }[m]
+        out[m] = float((prob_linear_ge(fit, n, h, sizes, w, c) <= 0.95).mean())
+    return out
+
+
+@pytest.mark.parametrize(
+    ("prev", "miscal", "n_strata"),
+    [(0.02, "none", 5), (0.02, "shifted", 10), (0.2, "compressed", 3), (0.2, "nonmonotone", 5)],
+)
+def test_coverage_of_lower_bounds(prev, miscal, n_strata):
+    # 300 replications, 25 labels per stratum: never below nominal 0.95 by more than 4 MC
+    # s.e. (0.0126); recall and F1 bounds are conservative here (coverage ~1), see the
+    # benchmark battery
+    lp = datasets.synthetic(60_000, prevalence=prev, separation=2.5, miscalibration=miscal, rng=3)
+    cov = _coverage(lp, n_strata, 25, 300, seed=4)
+    for m, p in cov.items():
+        assert p >= 0.95 - 4 * 0.0126, (m, p)
+
+
+def test_pooled_is_a_registered_model_for_the_audit_and_the_design(pop2):
+    """model="pooled" by name: the registry finds it, the audit's looks use it (one posterior for
+    the looks, the design and the certificate) and its design priors reproduce its posterior."""
+    from bayes_eval.models import MODELS, design_prior
+
+    assert MODELS["pooled"] is pooled_model
+    lp, strata, prof, _ = pop2
+    audit = be.Audit(
+        lp.population,
+        strata=strata,
+        metric="f1",
+        design="posterior_variance",
+        model="pooled",
+        rng=0,
+        draws=2000,
+    )
+    res = audit.run(lp.oracle, budget=200, batch_size=50)
+    assert res.posterior.model == "pooled" and res.trajectory.attrs["look_model"] == "pooled"
+    assert "hyperposterior" in res.posterior.datatree.children
+    n, h = audit.counts()
+    pa, pb = design_prior("pooled", strata, n, h, audit.prior_a, audit.prior_b)
+    big_a, big_b = beta_approximation(fit_pooled(prof, n, h, warn=False))
+    np.testing.assert_allclose(pa + h, np.maximum(big_a, h + 1e-3), rtol=1e-9)
+    np.testing.assert_allclose(pb + n - h, np.maximum(big_b, n - h + 1e-3), rtol=1e-9)
