@@ -42,7 +42,6 @@ against random sampling).
 from __future__ import annotations
 
 import copy
-import importlib
 import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -61,6 +60,7 @@ from ._validation import (
 )
 from .designs import DESIGNS, make_design
 from .metrics import METRICS, metric_of_positives, metric_values
+from .models import design_prior
 from .posterior import MODELS, estimate_from_stratum_counts
 from .priors import Prior, resolve_prior
 from .stop import AnyOf, Look, Procedure, StopRule, supports_many
@@ -493,13 +493,11 @@ def _simulate_design(
             rule_state = stop.start_many(reps)
         else:
             per_rep_rules = [copy.deepcopy(stop) for _ in range(reps)]
-    eb_prior = None
-    if model == "hierarchical":
-        eb_prior = importlib.import_module(".hierarchical", __package__).empirical_bayes_prior
+    per_audit_prior = model != "independent"  # the design follows each audit's posterior
     # one call for all replications when the design has a batch form (and the priors are the
     # same for every replication); otherwise one design object per replication, as each audit
     # owns its design (designs may keep state between batches), with its own generator
-    allocator = LockStepAllocator(design, reps, per_audit=eb_prior is not None, vector_random=False)
+    allocator = LockStepAllocator(design, reps, per_audit=per_audit_prior, vector_random=False)
     alloc_gen = np.random.default_rng(alloc_seq)
     lo_q, hi_q = (1 - level) / 2, (1 + level) / 2
     need_neg, need_pos = relevant_sides(metric)
@@ -527,10 +525,10 @@ def _simulate_design(
             finite_population=finite_population,
         )
         states = None
-        if eb_prior is not None:
+        if per_audit_prior:
             states = []
             for r in rows.tolist():
-                pa, pb = eb_prior(sizes, n[r], h[r], score_mean, a, b)
+                pa, pb = design_prior(model, strata, n[r], h[r], a, b, score_mean)
                 states.append(
                     design_state(
                         sizes=sizes,

@@ -78,6 +78,7 @@ from .calibration import (
     geometric_looks,
     required_sims,
 )
+from .correction import Correction, correction_for
 from .webber import SCENARIOS, webber_scenarios
 
 __all__ = [
@@ -85,6 +86,7 @@ __all__ = [
     "DEFAULT_NOMINAL",
     "SCENARIOS",
     "SUPPORTED_METRICS",
+    "Correction",
     "SequentialCalibration",
     "_as_schedule",
     "approx_prob_at_least",
@@ -92,6 +94,7 @@ __all__ = [
     "calibrate_sequential",
     "calibration_key",
     "compare_anytime",
+    "correction_for",
     "geometric_looks",
     "least_favourable_truth",
     "linear_form",

@@ -11,10 +11,6 @@ Webber, Bagdouri, Lewis & Oard (2013), ``../shared/seeds/002_bcc5f0faf615c660.tx
 
 from __future__ import annotations
 
-import json
-import numbers
-import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,39 +18,16 @@ import numpy as np
 from .._validation import RNGLike, as_generator, check_level, check_positive_int
 from ..certification import Certification, _check_target, certify
 from ..posterior import MetricPosterior
+from ..sequential.correction import (
+    Correction,
+    check_looks,
+    check_rates,
+    check_sims,
+    correction_for,
+)
 from ._rules import Look, Procedure, StopDecision, StopRule
 
 __all__ = ["Accept"]
-
-
-# ------------------------------------------------------------------------------ stopping rule
-_CACHE: dict[str, Any] = {}
-_CACHE_FILE = "sequential_calibration.json"
-
-
-class _StoredCalibration:
-    """What :class:`Accept` keeps of a calibration (enough to certify; JSON round-trips)."""
-
-    __slots__ = ("describe_text", "level", "level_used", "mcse", "n_sims")
-
-    def __init__(
-        self, level: float, level_used: float, mcse: float, n_sims: int, describe_text: str
-    ) -> None:
-        self.level = level
-        self.level_used = level_used
-        self.mcse = mcse
-        self.n_sims = n_sims
-        self.describe_text = describe_text
-
-    def to_json(self, key: str) -> dict[str, Any]:
-        return {
-            "key": key,
-            "level": self.level,
-            "level_used": self.level_used,
-            "mcse": self.mcse,
-            "n_sims": self.n_sims,
-            "describe": self.describe_text,
-        }
 
 
 class Accept(StopRule):
@@ -73,10 +46,11 @@ class Accept(StopRule):
         Simulated audits for the calibration (at least ``level (1 - level) / max_mcse**2``).
     rng : int, Generator or None
         Seed of the calibration; default the audit's seed.
-    rates : "auto", "pilot", "prior", "scores" or array
+    rates : "auto", "pilot", "planning", "prior", "scores" or array
         Plausible stratum rates for the least-favourable truth: ``"auto"`` uses the audit's
         labels when it already has some (pilot), else the stratum score midpoints when the
-        scores lie in [0, 1] (``"scores"``, read as calibrated probabilities), else the prior means.
+        scores lie in [0, 1] (``"scores"``, read as calibrated probabilities), else the prior means
+        (:func:`bayes_eval.sequential.correction_for`).
     max_mcse : float
         Largest Monte Carlo standard error of the actual level.
     looks : None, "geometric" or array of int
@@ -110,50 +84,19 @@ class Accept(StopRule):
         if not isinstance(corrected, bool | np.bool_):
             raise TypeError(f"corrected={corrected!r} must be True or False")
         self.corrected = bool(corrected)
-        self.n_sims = check_positive_int(n_sims, "n_sims")
-        if (
-            isinstance(max_mcse, bool)
-            or not isinstance(max_mcse, numbers.Real)
-            or not (0 < max_mcse < 0.5)
-        ):
-            raise ValueError(f"max_mcse={max_mcse!r}; allowed: a number in (0, 0.5)")
-        self.max_mcse = float(max_mcse)
         if self.corrected:
-            from ..sequential import required_sims
-
-            need = required_sims(self.level, self.max_mcse)
-            if self.n_sims < need:
-                raise ValueError(
-                    f"n_sims={self.n_sims} is too few for level={self.level} with "
-                    f"max_mcse={self.max_mcse}; allowed: n_sims >= {need}"
-                )
+            self.n_sims, self.max_mcse = check_sims(n_sims, self.level, max_mcse)
+        else:
+            self.n_sims = check_positive_int(n_sims, "n_sims")
+            self.max_mcse = float(max_mcse)
         if rng is not None:
             as_generator(rng)  # validate now
         self.rng = rng
-        if isinstance(rates, str) and rates not in ("auto", "pilot", "prior", "scores"):
-            raise ValueError(
-                f"rates={rates!r} is not one of the allowed values: 'auto', "
-                "'pilot', 'prior', 'scores' or an array of per-stratum rates"
-            )
-        self.rates = rates
-        if isinstance(looks, str):
-            if looks != "geometric":
-                raise ValueError(
-                    f"looks={looks!r} is not allowed; allowed: None, 'geometric' or an "
-                    "increasing 1-D array of label counts"
-                )
-        elif looks is not None:
-            arr = np.asarray(looks)
-            if arr.ndim != 1 or arr.size == 0 or not np.issubdtype(arr.dtype, np.integer):
-                raise ValueError(
-                    f"looks={looks!r} is not allowed; allowed: None, 'geometric' or an "
-                    "increasing 1-D array of label counts"
-                )
-        self.looks = looks
+        self.rates = check_rates(rates)
+        self.looks = check_looks(looks)
         self._schedule: np.ndarray | None = None
         self._batch = 1
-        self._stored: _StoredCalibration | None = None
-        self._key: str | None = None
+        self._stored: Correction | None = None
 
     def __repr__(self) -> str:
         return (
@@ -162,128 +105,28 @@ class Accept(StopRule):
         )
 
     # -------------------------------------------------------------------- calibration
-    def _rates_for(self, procedure: Procedure) -> tuple[Any, Any, str]:
-        strata = procedure.strata
-        k = int(strata.n_strata)
-        zero = np.zeros(k, dtype=np.int64)
-        n = zero if procedure.pilot_n is None else np.asarray(procedure.pilot_n)
-        h = zero if procedure.pilot_h is None else np.asarray(procedure.pilot_h)
-        choice = self.rates
-        if isinstance(choice, str) and choice == "auto":
-            if int(np.sum(n)) > 0:
-                choice = "pilot"
-            elif (
-                np.all(np.isfinite(strata.score_min))
-                and strata.score_min.min() >= 0
-                and strata.score_max.max() <= 1
-            ):
-                choice = "scores"
-            else:
-                choice = "prior"
-        if isinstance(choice, str) and choice == "scores":
-            mid = (np.asarray(strata.score_min) + np.asarray(strata.score_max)) / 2.0
-            return np.clip(mid, 0.0, 1.0), None, "scores"
-        if isinstance(choice, str) and choice == "pilot":
-            return "pilot", (n, h), "pilot"
-        if isinstance(choice, str):
-            return choice, None, choice
-        return np.asarray(choice, dtype=np.float64), None, "user"
-
     def prepare(self, procedure: Procedure) -> None:
-        """Calibrate the nominal level for the audit's procedure (cached)."""
+        """Calibrate the nominal level for the audit's procedure
+        (:func:`bayes_eval.sequential.correction_for`, cached)."""
         if not self.corrected:
             return
-        from ..sequential import calibrate_sequential, calibration_key
-
-        strata = procedure.strata
-        budget = procedure.budget
-        batch = procedure.batch_size
-        if budget is None or batch is None:
+        if procedure.batch_size is None or procedure.budget is None:
             raise ValueError(
                 "Accept(corrected=True) needs the audit's budget and batch_size "
                 "(run the audit with budget= and batch_size=)"
             )
-        from ..sequential import geometric_looks
-
-        self._batch = int(batch)
-        if self.looks is None:
-            self._schedule = None
-        elif isinstance(self.looks, str):
-            self._schedule = geometric_looks(int(batch), int(budget))
-        else:
-            self._schedule = np.asarray(self.looks, dtype=np.int64)
-        rates, pilot, source = self._rates_for(procedure)
-        seed = self.rng if self.rng is not None else procedure.seed
-        seed_part = seed if isinstance(seed, int | np.integer | None) else "generator"
-        key = calibration_key(
-            sizes=np.asarray(strata.sizes),
-            predicted=np.asarray(strata.predicted, dtype=int),
-            design=procedure.design,
-            options=dict(procedure.design_options or {}),
-            metric=procedure.metric,
+        self._batch = int(procedure.batch_size)
+        self._stored = correction_for(
+            procedure,
             target=self.target,
             level=self.level,
-            prior=[procedure.prior.description, procedure.prior.a, procedure.prior.b],
-            batch=int(batch),
-            budget=int(budget),
-            rates_source=source,
-            rates=rates if source in ("user", "scores") else None,
             n_sims=self.n_sims,
             max_mcse=self.max_mcse,
-            seed=seed_part,
-            finite_population=procedure.finite_population,
-            looks=None if self._schedule is None else self._schedule,
+            looks=self.looks,
+            rates=self.rates,
+            rng=self.rng,
         )
-        self._key = key
-        stored = _CACHE.get(key)
-        path = procedure.path
-        file = Path(path) / _CACHE_FILE if path is not None else None
-        if stored is None and file is not None and file.exists():
-            try:
-                data = json.loads(file.read_text())
-            except (OSError, ValueError):
-                data = {}
-            if data.get("key") == key:
-                stored = _StoredCalibration(
-                    data["level"],
-                    data["level_used"],
-                    data["mcse"],
-                    data["n_sims"],
-                    data["describe"],
-                )
-        if stored is None:
-            cal = calibrate_sequential(
-                strata,
-                metric=procedure.metric,
-                target=self.target,
-                design=procedure.design,
-                design_options=procedure.design_options,
-                batch_size=int(batch),
-                budget=int(budget),
-                looks=self._schedule,
-                prior=procedure.prior,
-                rates=rates,
-                pilot=pilot,
-                rates_label=source,
-                finite_population=procedure.finite_population,
-                n_sims=self.n_sims,
-                max_mcse=self.max_mcse,
-                rng=seed,
-            )
-            used = max(self.level, cal.corrected_level(self.level))
-            stored = _StoredCalibration(
-                self.level,
-                used,
-                float(np.sqrt(self.level * (1 - self.level) / self.n_sims)),
-                self.n_sims,
-                cal.describe(self.level),
-            )
-        _CACHE[key] = stored
-        if file is not None:
-            tmp = file.with_suffix(".json.tmp")
-            tmp.write_text(json.dumps(stored.to_json(key), indent=1))
-            os.replace(tmp, file)
-        self._stored = stored
+        self._schedule = self._stored.looks
 
     @property
     def level_used(self) -> float:
@@ -304,9 +147,9 @@ class Accept(StopRule):
             self.prepare(look.procedure)
         cert = certify(
             posterior,
-            look.metric,
-            self.target,
-            self.level,
+            metric=look.metric,
+            target=self.target,
+            level=self.level,
             looks=max(int(look.looks), 1),
             design=look.procedure.design,
         )
@@ -336,7 +179,7 @@ class Accept(StopRule):
             prior=cert.prior,
             model=cert.model,
             finite_population=cert.finite_population,
-            correction=st.describe_text + note,
+            correction=st.description + note,
             correction_mcse=st.mcse,
         )
 
