@@ -79,6 +79,7 @@ import numpy as np
 import xarray as xr
 from scipy import special
 
+from .._cumulants import prob_sum_at_least
 from ._profile import ScoreProfile, score_profile_of
 
 __all__ = [
@@ -167,7 +168,6 @@ _MU_MIN = 1e-200  # curve rates below this are treated as 1e-200 (keeps c finite
 _C_MIN = 1e-3
 _REL_SD_MAX = 1.0
 _C_MAX = 1e250
-_NORMAL_SKEW = 1e-4
 
 
 @dataclass(frozen=True, slots=True)
@@ -580,42 +580,7 @@ def prob_linear_ge(
         wk = wk[..., None, :]
     c = np.asarray(c, dtype=np.float64)[..., None]
     mu, var, k3 = _node_moments(fit)
-    if finite_population:
-        r = sizes - n
-        m1 = h + r * mu
-        one_m2mu = 1.0 - 2.0 * mu
-        k2x = r * (mu * (1.0 - mu) - var) + r * r * var
-        k3x = (
-            r * (mu * (1.0 - mu) * one_m2mu - 3.0 * var * one_m2mu + 2.0 * k3)
-            + 3.0 * r * r * (var * one_m2mu - k3)
-            + r**3 * k3
-        )
-    else:
-        m1 = sizes * mu
-        k2x = sizes**2 * var
-        k3x = sizes**3 * k3
-    big1 = (wk * m1).sum(axis=-1)
-    big2 = np.maximum((wk * wk * k2x).sum(axis=-1), 0.0)
-    big3 = (wk**3 * k3x).sum(axis=-1)
-    sd = np.sqrt(big2)
-    scale = np.maximum(np.abs(big1), 1.0)
-    degenerate = sd <= 1e-12 * scale
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = (c - big1) / sd
-        g = big3 / (big2 * sd)
-    z = np.where(degenerate, 0.0, z)
-    g = np.where(degenerate | ~np.isfinite(g), 0.0, g)
-    normal = np.abs(g) < _NORMAL_SKEW
-    gs = np.where(normal, 1.0, g)
-    kk = 4.0 / (gs * gs)
-    rk = np.sqrt(kk)
-    p_gamma = np.where(
-        gs > 0,
-        special.gammaincc(kk, np.maximum(kk + z * rk, 0.0)),
-        special.gammainc(kk, np.maximum(kk - z * rk, 0.0)),
-    )
-    p = np.where(normal, special.ndtr(-z), p_gamma)
-    p = np.where(degenerate, (big1 >= c - 1e-9 * scale).astype(np.float64), p)
+    p = prob_sum_at_least(mu, var, k3, n, h, sizes, wk, c, finite_population)
     return (fit.weight * p).sum(axis=-1)
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 from scipy import optimize, special
 
+from .._cumulants import prob_sum_at_least
 from ..metrics import METRICS, metric_of_positives
 
 __all__ = [
@@ -24,8 +25,6 @@ __all__ = [
 SUPPORTED_METRICS = ("f1", "precision", "recall", "accuracy", "specificity", "npv", "prevalence")
 
 
-#: below this |skewness| the normal approximation is used (the gamma tends to it)
-_NORMAL_SKEW = 1e-4
 
 
 # ------------------------------------------------------------------------------------ kernels
@@ -90,43 +89,7 @@ def prob_linear_ge(
     h = np.asarray(h, dtype=np.float64)
     sizes = np.asarray(sizes, dtype=np.float64)
     mu, var, k3 = _beta_cumulants(prior_a + h, prior_b + n - h)
-    if finite_population:
-        r = sizes - n
-        m1 = h + r * mu
-        one_m2mu = 1.0 - 2.0 * mu
-        k2x = r * (mu * (1.0 - mu) - var) + r * r * var
-        k3x = (
-            r * (mu * (1.0 - mu) * one_m2mu - 3.0 * var * one_m2mu + 2.0 * k3)
-            + 3.0 * r * r * (var * one_m2mu - k3)
-            + r**3 * k3
-        )
-    else:
-        m1 = sizes * mu
-        k2x = sizes**2 * var
-        k3x = sizes**3 * k3
-    big1 = (w * m1).sum(axis=-1)
-    big2 = np.maximum((w * w * k2x).sum(axis=-1), 0.0)
-    big3 = (w**3 * k3x).sum(axis=-1)
-    sd = np.sqrt(big2)
-    scale = np.maximum(np.abs(big1), 1.0)
-    degenerate = sd <= 1e-12 * scale
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = (c - big1) / sd
-        g = big3 / (big2 * sd)
-    z = np.where(degenerate, 0.0, z)
-    g = np.where(degenerate | ~np.isfinite(g), 0.0, g)
-    normal = np.abs(g) < _NORMAL_SKEW
-    gs = np.where(normal, 1.0, g)
-    k = 4.0 / (gs * gs)
-    rk = np.sqrt(k)
-    # L = K1 + sd * sign(g) * (G - k) / sqrt(k), G ~ Gamma(k, 1)
-    p_gamma = np.where(
-        gs > 0,
-        special.gammaincc(k, np.maximum(k + z * rk, 0.0)),
-        special.gammainc(k, np.maximum(k - z * rk, 0.0)),
-    )
-    p = np.where(normal, special.ndtr(-z), p_gamma)
-    return np.where(degenerate, (big1 >= c - 1e-9 * scale).astype(np.float64), p)
+    return prob_sum_at_least(mu, var, k3, n, h, sizes, w, c, finite_population)
 
 
 def approx_prob_at_least(post: Any, metric: str, target: float) -> float:
