@@ -23,8 +23,8 @@ stratified audit with a ±δ stopping rule). Webber et al.,
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import importlib
 import json
 import numbers
 import platform
@@ -43,16 +43,19 @@ from ._validation import RNGLike, as_generator, check_level, check_option, check
 from .designs import DESIGNS, DesignState, make_design
 from .labels import as_label_values
 from .ledger import (
+    COUNT_NAME,
     LEDGER_NAME,
     MANIFEST_NAME,
     Ledger,
     LedgerError,
+    load_ledger,
     manifest_digest,
     now,
     read_manifest,
     write_json_atomic,
 )
 from .metrics import METRICS
+from .models import design_prior
 from .posterior import MODELS, MetricPosterior, estimate_from_stratum_counts
 from .priors import NAMED_PRIORS, Prior, resolve_prior
 from .stop import Look, Procedure, StopDecision, StopRule, find_certifier
@@ -271,6 +274,7 @@ class Audit:
         design_options: dict[str, Any] | None = None,
         draws: int = 10_000,
         finite_population: bool = True,
+        read_only: bool = False,
     ) -> None:
         for attr in ("sizes", "predicted", "n_strata"):
             if not hasattr(strata, attr):
@@ -315,6 +319,8 @@ class Audit:
         self.batch_size: int | None = None
         self.looks = 0
         self.repaired_torn_line = False
+        self.read_only = bool(read_only)
+        self._lock: Any = None
 
         self._sizes = np.asarray(strata.sizes, dtype=np.int64)
         self._predicted = np.asarray(strata.predicted, dtype=bool)
@@ -370,6 +376,14 @@ class Audit:
         }
 
     def _open_path(self) -> None:
+        """Lock the directory (writers), then create the audit or check and replay its ledger.
+
+        A new audit writes the ledger (header with the manifest's digest) before the manifest, so
+        a directory with a manifest always has its ledger; a leftover ledger with only its header
+        and no manifest is an interrupted creation and is started again.
+        """
+        from ._lock import LOCK_NAME, lock_for_writer
+
         assert self.path is not None
         path = self.path
         if path.exists() and not path.is_dir():
@@ -377,6 +391,22 @@ class Audit:
         mine = json.loads(json.dumps(self._manifest()))
         manifest_file = path / MANIFEST_NAME
         ledger_file = path / LEDGER_NAME
+        if self.read_only:
+            if not manifest_file.exists():
+                raise LedgerError(f"{str(path)!r} has no {MANIFEST_NAME}; not an audit directory")
+        else:
+            if not manifest_file.exists():
+                path.mkdir(parents=True, exist_ok=True)
+            self._lock = lock_for_writer(path, self, Audit._superseded)
+        try:
+            self._open_locked(path, mine, manifest_file, ledger_file, LOCK_NAME)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open_locked(
+        self, path: Path, mine: dict[str, Any], manifest_file: Path, ledger_file: Path, lock: str
+    ) -> None:
         if manifest_file.exists():
             stored = read_manifest(path)
             diff = [key for key in _IDENTITY_KEYS if stored.get(key) != mine.get(key)]
@@ -391,25 +421,62 @@ class Audit:
                     "it, or a new path"
                 )
             digest = manifest_digest(stored)
-            if ledger_file.exists():
+            if self.read_only:
+                records, torn = load_ledger(ledger_file)
+            else:
                 self._ledger, records, torn = Ledger.open(ledger_file)
-                if records[0].get("manifest_sha256") != digest:
-                    raise LedgerError(
-                        f"ledger {str(ledger_file)!r} belongs to a different manifest"
-                    )
-                self.repaired_torn_line = torn
-                self._replay(records[1:])
-            else:  # crashed between manifest and ledger creation: nothing was acknowledged
-                self._ledger = Ledger.create(ledger_file, {"manifest_sha256": digest})
+            if records[0].get("manifest_sha256") != digest:
+                raise LedgerError(f"ledger {str(ledger_file)!r} belongs to a different manifest")
+            self.repaired_torn_line = torn and not self.read_only
+            self._replay(records[1:])
             return
-        if path.exists() and any(path.iterdir()):
+        leftovers = {p.name for p in path.iterdir()} - {lock}
+        if leftovers <= {LEDGER_NAME, COUNT_NAME} and LEDGER_NAME in leftovers:
+            try:
+                records, _ = load_ledger(ledger_file)
+            except LedgerError:
+                records = []
+            if len(records) == 1 and records[0].get("type") == "header":
+                ledger_file.unlink()  # interrupted creation: nothing was ever acknowledged
+                (path / COUNT_NAME).unlink(missing_ok=True)
+                leftovers = set()
+        if leftovers:
             raise ValueError(
-                f"path={str(path)!r} is a non-empty directory without {MANIFEST_NAME}; "
-                "allowed: a new or empty directory, or an existing audit directory"
+                f"path={str(path)!r} is a non-empty directory without {MANIFEST_NAME} "
+                f"(holds {sorted(leftovers)[:5]}); allowed: a new or empty directory, or an "
+                "existing audit directory"
             )
-        path.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(manifest_file, mine)
         self._ledger = Ledger.create(ledger_file, {"manifest_sha256": manifest_digest(mine)})
+        write_json_atomic(manifest_file, mine)
+
+    def close(self) -> None:
+        """Close the ledger and release the writer lock (idempotent; the object stays readable).
+
+        Appending afterwards is an error; a closed audit can be reopened with
+        :meth:`Audit.open`. Also used as a context manager: ``with Audit.open(...) as audit:``.
+        """
+        if self._ledger is not None:
+            self._ledger.close()
+            self._ledger = None
+            if self._broken is None:
+                self._broken = "it was closed"
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def _superseded(self) -> None:
+        self.close()
+        self._broken = "a newer Audit on the same directory was opened in this process"
+
+    def __enter__(self) -> Audit:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
 
     def _replay(self, records: list[dict[str, Any]]) -> None:
         """Rebuild the state from ledger records (and check them against the sampler)."""
@@ -485,6 +552,11 @@ class Audit:
             raise
 
     def _check_usable(self) -> None:
+        if self.read_only:
+            raise RuntimeError(
+                "this Audit was opened with read_only=True; reopen it with "
+                "Audit.open(path, population) to propose or record"
+            )
         if self._broken is not None:
             raise RuntimeError(
                 f"this Audit object is unusable: {self._broken}; reopen it with "
@@ -493,7 +565,13 @@ class Audit:
 
     @classmethod
     def open(
-        cls, path: str | Path, population: Any, *, strata: Any = None, design: Any = None
+        cls,
+        path: str | Path,
+        population: Any,
+        *,
+        strata: Any = None,
+        design: Any = None,
+        read_only: bool = False,
     ) -> Audit:
         """Resume the audit stored in ``path`` on ``population``.
 
@@ -509,6 +587,12 @@ class Audit:
             or custom strata must be passed).
         design : design object, optional
             Needed only when the audit was created with a design object rather than a name.
+        read_only : bool, default False
+            Open without the writer lock, for reading (``estimate``, ``labels``, reports) while
+            another process may be writing; ``propose``/``record``/``run`` are refused. A torn
+            last line is ignored, not cut. Otherwise the directory's writer lock is held until
+            :meth:`close` (or the end of a ``with`` block, or the object's deletion), and a
+            second writer gets :class:`~bayes_eval._lock.AuditLockedError` naming the holder.
 
         Returns
         -------
@@ -573,6 +657,7 @@ class Audit:
             model=manifest["model"],
             draws=int(manifest["draws"]),
             finite_population=bool(manifest["finite_population"]),
+            read_only=read_only,
         )
 
     # ------------------------------------------------------------------ ids
@@ -598,14 +683,22 @@ class Audit:
                     raise TypeError(f"{name} contains {bad[0]!r}; this population has integer ids")
                 return [int(v) for v in arr.tolist()]
             if arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
-                raise TypeError(f"{name} has dtype {arr.dtype}; this population has integer ids")
+                raise TypeError(
+                    f"{name} contains {arr.tolist()[0]!r} (dtype {arr.dtype}); this population "
+                    "has integer ids"
+                )
+            if arr.dtype == np.uint64:  # never wrap ids above 2**63 - 1 to negative ones
+                return [int(v) for v in arr.tolist()]
             return arr.astype(np.int64).tolist()
         if arr.dtype == object:
             bad = [v for v in arr.tolist() if not isinstance(v, str)]
             if bad:
                 raise TypeError(f"{name} contains {bad[0]!r}; this population has string ids")
         elif not np.issubdtype(arr.dtype, np.str_):
-            raise TypeError(f"{name} has dtype {arr.dtype}; this population has string ids")
+            raise TypeError(
+                f"{name} contains {arr.tolist()[0]!r} (dtype {arr.dtype}); this population has "
+                "string ids"
+            )
         return [str(v) for v in arr.tolist()]
 
     def _as_id_array(self, keys: list[Any]) -> np.ndarray:
@@ -649,12 +742,9 @@ class Audit:
 
     def design_state(self) -> DesignState:
         """The :class:`~bayes_eval.designs.DesignState` the next proposal will use."""
-        pa, pb = self.prior_a, self.prior_b
-        if self.model == "hierarchical":
-            hier = importlib.import_module(".hierarchical", __package__)
-            pa, pb = hier.empirical_bayes_prior(
-                self._sizes, self._n, self._h, self._score_mean, self.prior_a, self.prior_b
-            )
+        pa, pb = design_prior(
+            self.model, self.strata, self._n, self._h, self.prior_a, self.prior_b, self._score_mean
+        )
         return design_state(
             sizes=self._sizes,
             predicted=self._predicted,
@@ -832,12 +922,12 @@ class Audit:
     @property
     def look_model(self) -> str:
         """Posterior used at the looks of :meth:`run` (see there)."""
-        if self.model == "independent":
-            return "independent"
+        if self.model != "hierarchical":
+            return self.model  # the looks use the model itself (it is fast)
         return "independent with empirical-Bayes priors (hierarchical approximation)"
 
     def _look_posterior(self) -> MetricPosterior:
-        if self.model == "independent":
+        if self.model != "hierarchical":
             return self.estimate()
         state = self.design_state()  # carries the empirical-Bayes priors
         return estimate_from_stratum_counts(
@@ -964,7 +1054,7 @@ class Audit:
             if decision.stop:
                 stopped_by = decision.reason or repr(stop)
                 break
-        if post is None or (self.model != "independent" and final_posterior):
+        if post is None or (self.model == "hierarchical" and final_posterior):
             post = self.estimate() if final_posterior else self._look_posterior()
         certifier = find_certifier(stop)
         cert = None

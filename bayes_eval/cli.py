@@ -28,6 +28,10 @@ population fingerprint) and its append-only label ledger in the directory. The C
 SHA-256, and the acceptance settings (metric, target, level, batch size, budget). Every command
 re-hashes the population file and refuses to continue if it changed.
 
+``next`` and ``record`` hold the directory's writer lock (``lock``) while they run; a second
+writer fails at once with an error naming the holder's pid. ``status``, ``certify`` and
+``report`` read without a lock.
+
 User errors (bad options, a missing column, a label outside 0/1, an id never proposed, a changed
 population file, a missing audit) print one ``error: ...`` line on stderr and exit with status 1.
 """
@@ -47,13 +51,65 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+import typer.core
 
 __all__ = ["app"]
 
 CLI_FILE = "cli.json"
 CLI_FORMAT = "bayes_eval-cli/1"
+#: upper bounds on sizes a user gives (a typo like --draws 1e9 must not exhaust memory)
+MAX_BATCH = 1_000_000
+MAX_STRATA = 10_000
+MAX_N_SIMS = 200_000
+MAX_DRAWS = 10_000_000
+MAX_BUDGET = 100_000_000
+MAX_SEED = 2**63 - 1
+
+
+def _int_in(value: int, flag: str, lo: int, hi: int) -> int:
+    """An integer option within [lo, hi]; the message names the flag as typed and the range."""
+    if not lo <= value <= hi:
+        raise UserError(f"{flag} {value} is out of range; allowed: {lo:,} to {hi:,}")
+    return value
+
+
+class _OneLineErrors(typer.core.TyperGroup):
+    """Usage errors (``-n 2.5``, an unknown flag) as one ``error:`` line, exit status 2."""
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        try:  # typer >= 0.20 vendors click
+            from typer._click import exceptions as cx
+        except ImportError:  # pragma: no cover
+            from click import exceptions as cx
+
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            rv = super().main(*args, standalone_mode=False, **kwargs)
+        except cx.NoArgsIsHelpError as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except cx.UsageError as exc:
+            where = ""
+            param = getattr(exc, "param", None)
+            opts = list(getattr(param, "opts", None) or [])
+            text = " ".join(exc.format_message().split())
+            if opts and not any(o in text for o in opts):
+                where = f"{'/'.join(opts)}: "
+            hint = f" (see `bayes-eval {exc.ctx.info_name} --help`)" if exc.ctx else ""
+            typer.echo(f"error: {where}{text}{hint}", err=True)
+            sys.exit(exc.exit_code)
+        except cx.ClickException as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except cx.Abort:
+            typer.echo("error: aborted", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
 
 app = typer.Typer(
+    cls=_OneLineErrors,
     name="bayes-eval",
     help="Label-efficient, honest Bayesian evaluation of deployed classifiers.",
     no_args_is_help=True,
@@ -96,6 +152,16 @@ def _command(func: Callable[..., Any]) -> Callable[..., Any]:
         except _USER_ERRORS as exc:
             typer.echo(f"error: {_one_line(exc)}", err=True)
             raise typer.Exit(code=1) from None
+        except MemoryError:
+            typer.echo(
+                "error: out of memory; use smaller sizes (--draws, --n-sims, -n, --strata) or "
+                "a machine with more memory",
+                err=True,
+            )
+            raise typer.Exit(code=1) from None
+        except OSError as exc:  # disk full, permissions, ...: still one line
+            typer.echo(f"error: {_one_line(exc)}", err=True)
+            raise typer.Exit(code=1) from None
 
     return wrapper
 
@@ -127,7 +193,7 @@ def file_sha256(path: str | Path) -> str:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     with tmp.open("w", encoding="utf-8") as fh:
         fh.write(text)
         fh.flush()
@@ -160,13 +226,33 @@ def _load_population(source: dict[str, Any]) -> Any:
         "prediction_col": source.get("prediction_col"),
         "threshold": source.get("threshold"),
     }
+    if kw["id_col"] is not None and kw["id_col"] == kw["score_col"]:
+        raise UserError(
+            f"--id-col {kw['id_col']!r} is also the --score-col; allowed: a separate column of "
+            "unique item ids (or no --id-col: row numbers)"
+        )
     if source["format"] == "parquet":
-        return Population.from_parquet(path, engine=source.get("engine", "memory"), **kw)
+        import pyarrow as pa
+
+        try:
+            return Population.from_parquet(path, engine=source.get("engine", "memory"), **kw)
+        except (pa.ArrowException, OSError) as exc:  # pyarrow's errors do not name the file
+            raise UserError(
+                f"--scores {str(path)!r} is not a readable Parquet file ({_one_line(exc)})"
+            ) from None
     import pandas as pd
 
     if source.get("engine", "memory") != "memory":
         raise UserError("--engine dask needs a Parquet file; CSV populations are read in memory")
-    header = pd.read_csv(path, nrows=0).columns.tolist()
+    sep = "\t" if path.suffix.lower() in (".tsv", ".tab") else ","
+    try:
+        header = pd.read_csv(path, nrows=0, sep=sep).columns.tolist()
+    except pd.errors.EmptyDataError:
+        raise UserError(f"--scores {str(path)!r} is empty; expected a header row") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(
+            f"--scores {str(path)!r} is not UTF-8 text (byte {exc.start}); allowed: UTF-8 CSV"
+        ) from None
     for opt, col in (
         ("--score-col", kw["score_col"]),
         ("--id-col", kw["id_col"]),
@@ -176,17 +262,131 @@ def _load_population(source: dict[str, Any]) -> Any:
             raise UserError(f"{opt} {col!r} is not a column of {str(path)!r}; columns are {header}")
     cols = [c for c in (kw["score_col"], kw["id_col"], kw["prediction_col"]) if c is not None]
     dtypes = {kw["id_col"]: str} if kw["id_col"] is not None else None
-    frame = pd.read_csv(path, usecols=cols, dtype=dtypes)
+    try:
+        frame = pd.read_csv(
+            path, usecols=cols, dtype=dtypes, keep_default_na=False, na_values=[""], sep=sep
+        )
+    except UnicodeDecodeError as exc:
+        raise UserError(
+            f"--scores {str(path)!r} is not UTF-8 text (byte {exc.start}); allowed: UTF-8 CSV"
+        ) from None
+    except pd.errors.ParserError as exc:
+        raise UserError(f"--scores {str(path)!r} is not valid CSV ({_one_line(exc)})") from None
+    if frame.empty:
+        raise UserError(f"--scores {str(path)!r} has a header but no rows")
+    scores = frame[kw["score_col"]]
+    if not pd.api.types.is_numeric_dtype(scores) or pd.api.types.is_bool_dtype(scores):
+        bad = pd.to_numeric(scores, errors="coerce").isna()
+        first = int(bad.to_numpy().nonzero()[0][0]) if bad.any() else 0
+        raise UserError(
+            f"--score-col {kw['score_col']!r} of {str(path)!r} line {first + 2} holds "
+            f"{str(scores.iloc[first])!r}; allowed: real numbers"
+        )
     if kw["id_col"] is not None:
-        ids = frame[kw["id_col"]]
-        as_int = pd.to_numeric(ids, errors="coerce")
-        if (
-            as_int.notna().all()
-            and (as_int == as_int.round()).all()
-            and not ids.str.contains(r"[.eE]", regex=True).any()
-        ):
-            frame[kw["id_col"]] = as_int.astype("int64")
+        frame[kw["id_col"]] = csv_ids(frame[kw["id_col"]], path, kw["id_col"])
     return Population.from_pandas(frame, **kw)
+
+
+def csv_ids(raw: Any, path: Path, column: str) -> Any:
+    """Ids of a CSV column exactly as written: integers only if every value is the canonical
+    decimal form of an int64 (``7``, ``-3``; not ``007``, ``+7``, ``7.0``, ``7e0`` or above
+    2**63 - 1), otherwise the strings themselves."""
+    import numpy as np
+
+    empty = raw.isna() | (raw == "")
+    if empty.any():
+        i = int(np.flatnonzero(empty.to_numpy())[0])
+        raise UserError(f"--id-col {column!r} of {str(path)!r} line {i + 2}: empty id")
+    if raw.str.fullmatch(r"-?[0-9]{1,19}").all():
+        try:
+            as_int = raw.astype(np.int64)
+        except (OverflowError, ValueError):
+            return raw
+        if (as_int.astype(str) == raw).all():
+            return as_int
+    return raw
+
+
+# ------------------------------------------------------------------------------ population cache
+CACHE_FILE = "population_cache.npz"
+CACHE_META = "population_cache.json"
+
+
+def _stat(path: Path) -> dict[str, int] | None:
+    if not path.is_file():
+        return None  # a partitioned Parquet directory: not cached
+    st = path.stat()
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def _save_cache(audit_dir: Path, meta: dict[str, Any], pop: Any) -> None:
+    """Store the parsed population (scores, predictions, ids) for later commands.
+
+    Written by writers only (they hold the lock), atomically; any failure just means no cache.
+    """
+    import numpy as np
+
+    from .population import Population
+
+    src = meta["population"]
+    source_stat = _stat(Path(src["path"]))
+    if source_stat is None or type(pop) is not Population:
+        return
+    tmp = audit_dir / f".{CACHE_FILE}.tmp-{os.getpid()}"
+    try:
+        with tmp.open("wb") as fh:
+            np.savez(
+                fh,
+                scores=pop.scores,
+                predictions=pop.predictions,
+                ids=np.empty(0, dtype=np.int64) if pop.has_default_ids else pop.ids,
+            )
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, audit_dir / CACHE_FILE)
+        info = {
+            "source": {**source_stat, "sha256": src["sha256"]},
+            "fingerprint": pop.fingerprint(),
+            "default_ids": bool(pop.has_default_ids),
+            "cache": _stat(audit_dir / CACHE_FILE),
+        }
+        _write_atomic(audit_dir / CACHE_META, json.dumps(info, indent=1) + "\n")
+    except OSError:  # pragma: no cover - a read-only or full disk: work without a cache
+        tmp.unlink(missing_ok=True)
+
+
+def _load_cache(audit_dir: Path, meta: dict[str, Any]) -> Any:
+    """The cached population, or None when there is none or the source file's size or mtime
+    differ from those recorded with the cache (then the file is re-hashed and re-parsed)."""
+    import numpy as np
+
+    from .population import Population
+
+    src = meta["population"]
+    try:
+        info = json.loads((audit_dir / CACHE_META).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    source_stat = _stat(Path(src["path"]))
+    if (
+        source_stat is None
+        or info.get("source") != {**source_stat, "sha256": src["sha256"]}
+        or info.get("cache") != _stat(audit_dir / CACHE_FILE)
+        or info.get("fingerprint") != src.get("fingerprint")
+    ):
+        return None
+    try:
+        with np.load(audit_dir / CACHE_FILE, allow_pickle=False) as data:
+            scores, preds, ids = data["scores"], data["predictions"], data["ids"]
+    except (OSError, ValueError, KeyError):
+        return None
+    return Population._from_checked_arrays(
+        scores,
+        preds,
+        None if info.get("default_ids") else ids,
+        src.get("threshold"),
+        info["fingerprint"],
+    )
 
 
 # ------------------------------------------------------------------------------ audit access
@@ -251,19 +451,36 @@ def _check_population_file(meta: dict[str, Any]) -> None:
         )
 
 
-def _open(audit_dir: Path) -> _Opened:
+def _open(audit_dir: Path, *, write: bool = False) -> _Opened:
+    """Reopen the audit: ``write=True`` holds the writer lock until the process ends (or
+    ``opened.audit.close()``); readers take no lock. A torn ledger line cut on reopening is
+    announced on stderr."""
     import bayes_eval as be
 
+    from .ledger import LedgerRepairWarning
+
     meta = _read_meta(audit_dir)
-    _check_population_file(meta)
-    pop = _load_population(meta["population"])
-    if pop.fingerprint() != meta["population"]["fingerprint"]:
-        raise UserError(
-            f"population read from {meta['population']['path']!r} has fingerprint "
-            f"{pop.fingerprint()[:12]}…, not the {meta['population']['fingerprint'][:12]}… "
-            "recorded at init; refusing to continue"
-        )
-    audit = be.Audit.open(audit_dir, pop)
+    pop = _load_cache(audit_dir, meta)
+    cached = pop is not None
+    if pop is None:
+        _check_population_file(meta)
+        pop = _load_population(meta["population"])
+        if pop.fingerprint() != meta["population"]["fingerprint"]:
+            raise UserError(
+                f"population read from {meta['population']['path']!r} has fingerprint "
+                f"{pop.fingerprint()[:12]}…, not the {meta['population']['fingerprint'][:12]}… "
+                "recorded at init; refusing to continue"
+            )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", LedgerRepairWarning)
+        audit = be.Audit.open(audit_dir, pop, read_only=not write)
+    for w in caught:
+        if issubclass(w.category, LedgerRepairWarning):
+            typer.echo(f"warning: {w.message}", err=True)
+        else:  # pragma: no cover - re-issue anything else unchanged
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if write and not cached:
+        _save_cache(audit_dir, meta, pop)
     return _Opened(audit_dir, meta, pop, audit)
 
 
@@ -277,7 +494,7 @@ def _parse_prior(text: str) -> Any:
         except ValueError:
             pass
         else:
-            if a > 0 and b > 0:
+            if 0 < a < float("inf") and 0 < b < float("inf"):
                 return (a, b)
     raise UserError(
         f"--prior {text!r} is not allowed; allowed: jeffreys, uniform or 'a,b' with "
@@ -348,21 +565,28 @@ def init(
     """Create an audit directory for a scored population."""
     import bayes_eval as be
 
-    from ._validation import check_level, check_option, check_positive_int
+    from ._validation import check_level, check_option
+    from .designs import DESIGNS
     from .metrics import METRICS
-    from .strata import stratify
+    from .strata import STRATIFIERS, stratify
 
     check_option(metric, "--metric", tuple(METRICS))
     check_option(engine, "--engine", ("memory", "dask"))
+    check_option(design, "--design", tuple(DESIGNS))
+    check_option(method, "--method", tuple(STRATIFIERS))
     check_level(level, "--level")
-    check_positive_int(batch_size, "--batch-size")
-    check_positive_int(budget, "--budget")
+    _int_in(strata, "--strata", 1, MAX_STRATA)
+    _int_in(seed, "--seed", 0, MAX_SEED)
+    _int_in(batch_size, "--batch-size", 1, MAX_BATCH)
+    _int_in(budget, "--budget", 1, MAX_BUDGET)
     if target is not None and not 0.0 <= target <= 1.0:
         raise UserError(f"--target {target!r} is outside the range [0, 1] of metric {metric!r}")
     if (threshold is None) == (prediction_col is None):
         raise UserError("give exactly one of --threshold and --prediction-col")
     prior_value = _parse_prior(prior)
-    if audit_dir.exists() and (not audit_dir.is_dir() or any(audit_dir.iterdir())):
+    if audit_dir.exists() and (
+        not audit_dir.is_dir() or any(p.name != "lock" for p in audit_dir.iterdir())
+    ):
         raise UserError(
             f"audit directory {str(audit_dir)!r} already exists and is not empty; choose a new path"
         )
@@ -383,6 +607,7 @@ def init(
     source["size"] = int(pop.size)
     st = stratify(pop, method=method, n_strata=strata, rng=seed)
     created = not audit_dir.exists()
+    audit = None
     try:
         audit = be.Audit(
             pop,
@@ -409,11 +634,15 @@ def init(
             "versions": _versions(),
         }
         _write_atomic(audit_dir / CLI_FILE, json.dumps(meta, indent=2) + "\n")
+        _save_cache(audit_dir, meta, pop)
     except BaseException:
-        if created and audit_dir.exists():
-            shutil.rmtree(audit_dir, ignore_errors=True)
+        # remove only a directory this command made and locked (never a concurrent writer's)
+        if audit is not None:
+            audit.close()
+            if created:
+                shutil.rmtree(audit_dir, ignore_errors=True)
         raise
-    del audit
+    audit.close()
     out = _console()
     out.print(
         f"created audit [bold]{audit_dir}[/]: N={pop.size:,} items, {st.n_strata} strata "
@@ -432,6 +661,13 @@ def next_batch(
     out: Annotated[
         Path | None, typer.Option("--out", help="CSV file to write (default: standard output).")
     ] = None,
+    pending: Annotated[
+        bool,
+        typer.Option(
+            "--pending",
+            help="Re-export the items proposed but not labelled yet (proposes nothing new).",
+        ),
+    ] = False,
 ) -> None:
     """Propose the next items to label: CSV with columns id,score,stratum."""
     import pandas as pd
@@ -439,11 +675,21 @@ def next_batch(
     from ._validation import check_positive_int
 
     check_positive_int(n, "-n")
-    if out is not None and not out.parent.exists():
-        raise UserError(f"--out {str(out)!r}: directory {str(out.parent)!r} does not exist")
-    opened = _open(audit_dir)
+    if n > MAX_BATCH:
+        raise UserError(f"-n {n} is too large; allowed: 1 to {MAX_BATCH:,} items per batch")
+    if out is not None:
+        _check_out_file(out)
+    opened = _open(audit_dir, write=not pending)
     audit, pop = opened.audit, opened.population
-    ids = audit.propose(n)
+    if pending:
+        ids = audit.pending
+    else:
+        remaining = int(pop.size) - int(audit.n_proposed)
+        if remaining <= 0:
+            raise UserError(
+                f"every one of the {pop.size:,} items has been proposed; nothing left for -n {n}"
+            )
+        ids = audit.propose(n)
     positions = pop.positions_of(ids)
     frame = pd.DataFrame(
         {
@@ -453,11 +699,32 @@ def next_batch(
         }
     )
     text = frame.to_csv(index=False, float_format="%.10g")
+    what = "pending item(s)" if pending else "items to label"
     if out is None:
         sys.stdout.write(text)
     else:
-        _write_atomic(out, text)
-        _console(stderr=True).print(f"wrote {len(frame)} items to label to {out}")
+        try:
+            _write_atomic(out, text)
+        except OSError as exc:
+            raise UserError(
+                f"--out {str(out)!r} could not be written ({_one_line(exc)}); the "
+                f"{len(frame)} proposed item(s) are kept: export them with "
+                f"`bayes-eval next {audit_dir} --pending --out FILE`"
+            ) from None
+        _console(stderr=True).print(f"wrote {len(frame)} {what} to {out}")
+
+
+def _check_out_file(out: Path) -> None:
+    """An --out path that can be written: not a directory, its directory exists and is writable."""
+    if out.is_dir():
+        raise UserError(
+            f"--out {str(out)!r} is a directory; allowed: a file path such as batch.csv"
+        )
+    parent = out.parent
+    if not parent.is_dir():
+        raise UserError(f"--out {str(out)!r}: directory {str(parent)!r} does not exist")
+    if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise UserError(f"--out {str(out)!r} is not writable")
 
 
 # ------------------------------------------------------------------------------ record
@@ -472,12 +739,30 @@ def read_labels_csv(path: Path, population: Any) -> tuple[Any, Any]:
 
     if not path.is_file():
         raise UserError(f"labels file {str(path)!r} does not exist")
+    import csv
+    import io
+
     try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
-    except pd.errors.EmptyDataError:
-        raise UserError(f"labels file {str(path)!r} is empty; expected columns id,label") from None
-    cols = [c.strip() for c in frame.columns]
-    frame.columns = cols
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise UserError(
+            f"labels file {str(path)!r} is not UTF-8 text (byte {exc.start}); allowed: a UTF-8 "
+            "CSV with columns id,label"
+        ) from None
+    delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
+    rows = [r for r in csv.reader(io.StringIO(text), delimiter=delimiter) if r]
+    if not rows:
+        raise UserError(f"labels file {str(path)!r} is empty; expected columns id,label")
+    cols = [c.strip() for c in rows[0]]
+    for lineno, row in enumerate(rows[1:], start=2):
+        if len(row) != len(cols):
+            raise UserError(
+                f"labels file {str(path)!r} row {lineno} has {len(row)} fields, the header "
+                f"{cols} has {len(cols)}; allowed: one value per column"
+            )
+    if len(set(cols)) != len(cols):
+        raise UserError(f"labels file {str(path)!r} has duplicate columns {cols}")
+    frame = pd.DataFrame(rows[1:], columns=cols, dtype=str)
     if "id" not in cols or "label" not in cols:
         raise UserError(f"labels file {str(path)!r} has columns {cols}; required: id,label")
     if frame.empty:
@@ -501,13 +786,15 @@ def read_labels_csv(path: Path, population: Any) -> tuple[Any, Any]:
         np.asarray(population.ids_at(np.zeros(1, dtype=np.int64))).dtype, np.integer
     )
     if pop_ids_int:
-        conv = pd.to_numeric(raw_ids, errors="coerce")
-        badid = conv.isna() | (conv != conv.round())
-        if badid.any():
-            i = int(np.flatnonzero(badid.to_numpy())[0])
+        exact = raw_ids.str.fullmatch(r"-?(0|[1-9][0-9]{0,18})")
+        conv = raw_ids.where(exact, "0").astype(object).map(int)
+        exact &= conv.map(lambda v: -(2**63) <= v < 2**63)
+        if not exact.all():
+            i = int(np.flatnonzero(~exact.to_numpy())[0])
             raise UserError(
                 f"labels file {str(path)!r} line {i + 2}: id {raw_ids.iloc[i]!r} is not an "
-                "integer id of this population"
+                "integer id of this population as written; allowed: integers written as in "
+                "the population (no leading zeros, sign, decimals or exponent, e.g. 793)"
             )
         ids = conv.astype(np.int64).to_numpy()
     return ids, labels
@@ -522,7 +809,7 @@ def record(
     ],
 ) -> None:
     """Record labels from a CSV with columns id,label (all or nothing)."""
-    opened = _open(audit_dir)
+    opened = _open(audit_dir, write=True)
     ids, values = read_labels_csv(labels, opened.population)
     before = int(opened.audit.n_labels)
     opened.audit.record(ids, values)
@@ -822,7 +1109,14 @@ def corrected_certification(
         attrs={"corrected_level": stored["level_used"], "level": level},
     )
     used = float(stored["level_used"])
-    base = be.certify(post, audit.metric, target, level, looks=looks, design=str(audit.design_name))
+    base = be.certify(
+        post,
+        metric=audit.metric,
+        target=target,
+        level=level,
+        looks=looks,
+        design=str(audit.design_name),
+    )
     cert = dataclasses.replace(
         base,
         accepted=bool(base.prob_at_least >= used),
@@ -853,7 +1147,12 @@ def _certification(
     looks = _looks(audit)
     if not corrected:
         return be.certify(
-            post, opened.metric, target, level, looks=looks, design=str(audit.design_name)
+            post,
+            metric=opened.metric,
+            target=target,
+            level=level,
+            looks=looks,
+            design=str(audit.design_name),
         ), None
     with _spinner("calibrating the sequential correction (simulated audits; cached)"):
         return corrected_certification(
@@ -930,6 +1229,7 @@ def certify(
     ] = 0.005,
 ) -> None:
     """Certify metric >= target at the audit's level."""
+    _int_in(n_sims, "--n-sims", 1, MAX_N_SIMS)
     opened = _open(audit_dir)
     post = opened.audit.estimate()
     cert, _ = _certification(opened, post, corrected, target, level, n_sims, max_mcse)
@@ -960,10 +1260,10 @@ def report(
     _setup_matplotlib()
     from .report import write_report
 
+    _int_in(n_sims, "--n-sims", 1, MAX_N_SIMS)
     if out.suffix.lower() not in (".html", ".htm", ".md"):
         raise UserError(f"--out {str(out)!r} has suffix {out.suffix!r}; allowed: .html or .md")
-    if not out.parent.exists():
-        raise UserError(f"--out {str(out)!r}: directory {str(out.parent)!r} does not exist")
+    _check_out_file(out)
     opened = _open(audit_dir)
     post = opened.audit.estimate()
     cert = curve = None
@@ -1038,6 +1338,8 @@ def pair_recall_cmd(
 
     import bayes_eval as be
 
+    _int_in(draws, "--draws", 1, MAX_DRAWS)
+    _int_in(seed, "--seed", 0, MAX_SEED)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         res = be.pair_recall(
@@ -1130,14 +1432,17 @@ def demo(
 
     import bayes_eval as be
 
-    from ._validation import check_level, check_positive_int
+    from ._validation import check_level
     from .report import write_report
     from .sequential import calibrate_sequential
     from .strata import stratify
 
     check_level(level, "--level")
-    check_positive_int(budget, "--budget")
-    check_positive_int(batch_size, "--batch-size")
+    _int_in(budget, "--budget", 1, MAX_BUDGET)
+    _int_in(batch_size, "--batch-size", 1, MAX_BATCH)
+    _int_in(strata, "--strata", 1, MAX_STRATA)
+    _int_in(n_sims, "--n-sims", 1, MAX_N_SIMS)
+    _int_in(seed, "--seed", 0, MAX_SEED)
     if not 0.0 < target < 1.0:
         raise UserError(f"--target {target!r} is outside the open interval (0, 1)")
     if out.suffix.lower() not in (".html", ".htm", ".md"):

@@ -76,12 +76,37 @@ def as_id_query(ids: Any, name: str) -> np.ndarray:
 def as_int_id_query(arr: np.ndarray, name: str, allowed: str) -> np.ndarray:
     """Integer ids to look up, refusing non-integer queries; ``allowed`` describes the ids."""
     if arr.dtype == object:
-        try:
-            arr = arr.astype(np.int64)
-        except (TypeError, ValueError):
-            raise ValueError(f"{name} contains {arr[0]!r}; allowed: {allowed}") from None
+        bad = [
+            v for v in arr.tolist() if isinstance(v, bool) or not isinstance(v, numbers.Integral)
+        ]
+        if bad:
+            raise ValueError(f"{name} contains {bad[0]!r}; allowed: {allowed}")
+        return _to_int64(arr, name)
     if arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
         raise ValueError(f"{name} has dtype {arr.dtype}; allowed: {allowed}")
+    return _to_int64(arr, name)
+
+
+_INT64_MAX = np.iinfo(np.int64).max
+_INT64_MIN = np.iinfo(np.int64).min
+
+
+def _to_int64(arr: np.ndarray, name: str = "ids") -> np.ndarray:
+    """Integer ids as int64, refusing values that int64 cannot hold (never wrapping them)."""
+    if arr.dtype == object:
+        ints = arr.tolist()
+        big = next((v for v in ints if not _INT64_MIN <= int(v) <= _INT64_MAX), None)
+        if big is not None:
+            raise ValueError(
+                f"{name} contains {int(big)}, outside the 64-bit signed range; allowed: integers "
+                f"from {_INT64_MIN} to {_INT64_MAX}, or string ids"
+            )
+        return np.asarray([int(v) for v in ints], dtype=np.int64)
+    if arr.dtype == np.uint64 and arr.size and int(arr.max()) > _INT64_MAX:
+        raise ValueError(
+            f"{name} contains {int(arr.max())}, above the 64-bit signed maximum {_INT64_MAX}; "
+            "allowed: integers that fit int64, or string ids"
+        )
     return arr.astype(np.int64)
 
 
@@ -105,24 +130,31 @@ def _as_predictions(predictions: Any, n: int) -> np.ndarray:
 
 
 def _as_ids(ids: Any, n: int) -> np.ndarray:
-    arr = np.asarray(ids)
+    # a list mixing str and int would become all-str under np.asarray: check each value
+    arr = np.asarray(ids, dtype=object) if isinstance(ids, list | tuple) else np.asarray(ids)
     if arr.ndim != 1 or arr.shape[0] != n:
         raise ValueError(f"ids has shape {arr.shape}; allowed: a 1-D array of length {n}")
     if arr.dtype == bool:
         raise TypeError("ids has dtype bool; allowed: integers or strings")
     if np.issubdtype(arr.dtype, np.integer):
-        arr = arr.astype(np.int64)
+        arr = _to_int64(arr)
     elif np.issubdtype(arr.dtype, np.str_):
         pass
     elif arr.dtype == object:
-        kinds = {type(v) for v in arr[: min(n, 1000)]}
+        kinds = {type(v) for v in arr.tolist()}  # every id, not a sample
         if kinds <= {str}:
             arr = arr.astype(str)
-        elif all(issubclass(k, numbers.Integral) and k is not bool for k in kinds):
-            arr = arr.astype(np.int64)
+        elif all(issubclass(k, numbers.Integral) and not issubclass(k, bool) for k in kinds):
+            arr = _to_int64(arr)
         else:
+            bad = next(
+                v
+                for v in arr.tolist()
+                if not isinstance(v, str if str in kinds else numbers.Integral)
+                or isinstance(v, bool)
+            )
             raise TypeError(
-                f"ids has values of type(s) {sorted(k.__name__ for k in kinds)}; "
+                f"ids has values of type(s) {sorted(k.__name__ for k in kinds)} (e.g. {bad!r}); "
                 "allowed: all integers or all strings"
             )
     else:
@@ -197,6 +229,29 @@ class Population:
         self._fingerprint: str | None = None
 
     # ----------------------------------------------------------------- constructors
+    @classmethod
+    def _from_checked_arrays(
+        cls,
+        scores: np.ndarray,
+        predictions: np.ndarray,
+        ids: np.ndarray | None,
+        threshold: float | None,
+        fingerprint: str,
+    ) -> Population:
+        """A population from arrays this package validated and stored itself (the CLI's cache),
+        without validating them again; ``fingerprint`` is trusted."""
+        self = cls.__new__(cls)
+        self._scores = np.asarray(scores, dtype=np.float64)
+        self._predictions = np.asarray(predictions, dtype=bool)
+        self._threshold = threshold
+        self._ids = ids
+        for arr in (self._scores, self._predictions, self._ids):
+            if arr is not None:
+                arr.flags.writeable = False
+        self._index = None
+        self._fingerprint = fingerprint
+        return self
+
     @classmethod
     def from_pandas(
         cls,
@@ -353,7 +408,9 @@ class Population:
             self._index = pd.Index(self._ids)
         if np.issubdtype(self._ids.dtype, np.integer) and arr.dtype == object:
             with contextlib.suppress(TypeError, ValueError):
-                arr = arr.astype(np.int64)
+                arr = _to_int64(arr, name)
+        elif np.issubdtype(self._ids.dtype, np.integer) and arr.dtype == np.uint64:
+            arr = _to_int64(arr, name)
         if np.issubdtype(self._ids.dtype, np.str_) and arr.dtype == object:
             arr = arr.astype(str)
         pos = self._index.get_indexer(arr)
@@ -374,12 +431,33 @@ class Population:
                 if np.issubdtype(self._ids.dtype, np.integer):
                     h.update(np.ascontiguousarray(self._ids).view(np.uint8))
                 else:
-                    h.update("\x00".join(self._ids.tolist()).encode())
+                    h.update(_string_ids_digest_input(self._ids))
             self._fingerprint = h.hexdigest()
         return self._fingerprint
 
     def __len__(self) -> int:
         return self.size
+
+
+def _string_ids_digest_input(ids: np.ndarray) -> bytes:
+    """An injective byte encoding of string ids for the fingerprint.
+
+    Ids without NUL characters are joined with NUL as in earlier releases (unambiguous for them,
+    and old audit directories keep their fingerprint). Otherwise (``['a\\0b', 'c']`` and
+    ``['a', 'b\\0c']`` would join alike) the encoding is the byte 0xFF, which never occurs in
+    UTF-8 and so never starts the joined form, then every id's UTF-8 length as int64, then the
+    ids' bytes.
+    """
+    values = ids.tolist()
+    joined = "\x00".join(values)
+    if joined.count("\x00") == max(len(values) - 1, 0):
+        try:
+            return joined.encode()
+        except UnicodeEncodeError:  # lone surrogates: use the length-prefixed form
+            pass
+    raw = [v.encode("utf-8", "surrogatepass") for v in values]
+    lengths = np.fromiter((len(b) for b in raw), dtype="<i8", count=len(raw))
+    return b"\xff" + lengths.tobytes() + b"".join(raw)
 
     def __repr__(self) -> str:
         npos = int(self._predictions.sum())

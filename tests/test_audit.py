@@ -3,12 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import textwrap
-import time
 
 import numpy as np
 import pytest
@@ -379,61 +373,6 @@ def test_foreign_ledger_is_detected(tmp_path, audit_setup):
     path.write_bytes((text[0] + "\n").encode() + encode_line(rec))
     with pytest.raises(LedgerError, match="differ"):
         be.Audit.open(tmp_path / "x", pop)
-
-
-_CHILD = textwrap.dedent(
-    """
-    import sys, numpy as np, bayes_eval as be
-    rng = np.random.default_rng(0)
-    scores = rng.random(100_000); truth = rng.random(100_000) < scores
-    pop = be.Population(scores, threshold=0.5)
-    strata = be.stratify(pop, n_strata=3)
-    audit = be.Audit(pop, strata=strata, metric="f1", design="random", rng=4, draws=200,
-                     path=sys.argv[1])
-    print("READY", flush=True)
-    while audit.n_proposed + 5 <= pop.size:
-        ids = audit.propose(5)
-        audit.record(ids, truth[ids])
-        print("ACK", " ".join(map(str, ids.tolist())), flush=True)
-    """
-)
-
-
-def test_acknowledged_labels_survive_sigkill(tmp_path):
-    script = tmp_path / "child.py"
-    script.write_text(_CHILD)
-    path = tmp_path / "audit"
-    rng = np.random.default_rng(0)
-    # large enough that no child labels every item before it is killed (an exhausted audit
-    # would make the later kills test nothing)
-    scores = rng.random(100_000)
-    truth = rng.random(100_000) < scores
-    pop = be.Population(scores, threshold=0.5)
-    acked: list[int] = []
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
-    for delay in rng.uniform(0.05, 0.6, size=3):
-        proc = subprocess.Popen(
-            [sys.executable, str(script), str(path)], stdout=subprocess.PIPE, env=env
-        )
-        assert proc.stdout is not None
-        assert proc.stdout.readline().startswith(b"READY")
-        # wait for the first acknowledged batch, so that the kill always has something to
-        # lose, however slow the machine (no dependence on wall-clock speed)
-        first = proc.stdout.readline()
-        assert first.startswith(b"ACK ")
-        acked.extend(int(v) for v in first.split()[1:])
-        time.sleep(float(delay))
-        proc.send_signal(signal.SIGKILL)
-        out, _ = proc.communicate()
-        for line in out.split(b"\n"):
-            if line.startswith(b"ACK "):  # complete lines only
-                acked.extend(int(v) for v in line.split()[1:])
-        audit = be.Audit.open(path, pop)
-        labels = audit.labels()
-        assert set(acked) <= set(labels.index)
-        assert all(labels[i] == truth[i] for i in acked)
-        del audit
-    assert len(acked) > 0
 
 
 # ---------------------------------------------------------------------- batch schedules

@@ -1,0 +1,243 @@
+"""A table of bad inputs (issue 16): each names the argument or flag as typed and the bad value,
+prints one ``error:`` line (CLI), and leaves the audit directory byte-identical."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+import bayes_eval as be
+from bayes_eval.cli import app
+
+runner = CliRunner()
+N = 400
+
+
+def _snapshot(directory):
+    return {
+        p.relative_to(directory).as_posix(): p.read_bytes()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bad")
+    rng = np.random.default_rng(5)
+    scores = rng.random(N)
+    pd.DataFrame({"id": np.arange(N), "p": scores, "name": [f"n{i}" for i in range(N)]}).to_csv(
+        root / "s.csv", index=False
+    )
+    (root / "empty.csv").write_text("")
+    (root / "header.csv").write_text("id,p\n")
+    (root / "latin1.csv").write_bytes("id,p\n1,0.5\n\xe9t\xe9,0.2\n".encode("latin-1"))
+    (root / "bad.parquet").write_bytes(b"PAR1 this is not parquet PAR1")
+    (root / "text.csv").write_text("id,p\n1,high\n2,0.3\n")
+    (root / "x.xlsx").write_text("")
+    (root / "out_dir").mkdir()
+    (root / "plain_dir").mkdir()
+    aud = root / "aud"
+    base = ("--score-col", "p", "--id-col", "id", "--threshold", "0.5", "--strata", "2")
+    res = runner.invoke(
+        app, ["init", str(aud), "--scores", str(root / "s.csv"), *base, "--target", "0.3"]
+    )
+    assert res.exit_code == 0, res.stderr
+    res = runner.invoke(app, ["next", str(aud), "-n", "4", "--out", str(root / "b.csv")])
+    assert res.exit_code == 0, res.stderr
+    first = int(pd.read_csv(root / "b.csv")["id"].iloc[0])
+    (root / "l1.csv").write_text(f"id,label\n{first},1\n")
+    assert runner.invoke(app, ["record", str(aud), str(root / "l1.csv")]).exit_code == 0
+    labels = {
+        "missing.csv": None,
+        "lempty.csv": "",
+        "lheader.csv": "id,label\n",
+        "lcols.csv": "item,y\n1,1\n",
+        "ltwo.csv": f"id,label\n{first},2\n",
+        "lyes.csv": f"id,label\n{first},yes\n",
+        "lthree.csv": f"id,label\n{first},1,extra\n",
+        "lemptyid.csv": "id,label\n,1\n",
+        "lexp.csv": f"id,label\n{first}e0,1\n",
+        "lfloat.csv": f"id,label\n{first}.0,1\n",
+        "lpad.csv": f"id,label\n00{first},1\n",
+        "lunknown.csv": "id,label\n987654,1\n",
+        "lconflict.csv": f"id,label\n{first},0\n",
+    }
+    for name, text in labels.items():
+        if text is not None:
+            (root / name).write_text(text)
+    (root / "llatin.csv").write_bytes(b"id,label\n\xe9,1\n")
+    return root, first
+
+
+INIT = ("--score-col", "p", "--threshold", "0.5")
+PR = ("pair-recall", "--size-1", "10", "--size-2", "10", "--size-12", "5")
+PRL = (*PR, "--labels-1", "3/5", "--labels-2", "3/5", "--labels-12", "2/5")
+
+# (command line with NEW = a fresh audit path, AUD = the audit, R/ = the fixture root), and the
+# fragments the one error line must contain: the flag/argument as typed and the bad value
+CLI_CASES = [
+    (("init", "NEW", "--scores", "R/s.csv", *INIT, "--metric", "bogus"), ["--metric", "bogus"]),
+    (("init", "NEW", "--scores", "R/s.csv", *INIT, "--engine", "spark"), ["--engine", "spark"]),
+    (("init", "NEW", "--scores", "R/s.csv", *INIT, "--design", "best"), ["--design", "best"]),
+    (("init", "NEW", "--scores", "R/s.csv", *INIT, "--method", "magic"), ["--method", "magic"]),
+    (("init", "NEW", "--scores", "R/s.csv", *INIT, "--level", "1.5"), ["--level", "1.5"]),
+    (("init", "NEW", "--scores", "R/s.csv", *INIT, "--level", "0"), ["--level", "0"]),
+    (("init", "NEW", "--scores", "R/s.csv", *INIT, "--batch-size", "0"), ["--batch-size", "0"]),
+    (("init", "NEW", "--scores", "R/s.csv", *INIT, "--budget", "0"), ["--budget", "0"]),
+    (("init", "NEW", "--scores", "R/s.csv", *INIT, "--target", "1.5"), ["--target", "1.5"]),
+    (("init", "NEW", "--scores", "R/s.csv", *INIT, "--strata", "0"), ["--strata", "0"]),
+    (("init", "NEW", "--scores", "R/s.csv", *INIT, "--strata", "100000000000"),
+     ["--strata", "100000000000"]),
+    (("init", "NEW", "--scores", "R/s.csv", *INIT, "--seed", "-1"), ["--seed", "-1"]),
+    (("init", "NEW", "--scores", "R/s.csv", *INIT, "--prior", "3,x"), ["--prior", "3,x"]),
+    (("init", "NEW", "--scores", "R/s.csv", *INIT, "--prior", "0,1"), ["--prior", "0,1"]),
+    (("init", "NEW", "--scores", "R/s.csv", "--score-col", "nope", "--threshold", "0.5"),
+     ["--score-col", "nope"]),
+    (("init", "NEW", "--scores", "R/s.csv", *INIT, "--id-col", "nope"), ["--id-col", "nope"]),
+    (("init", "NEW", "--scores", "R/s.csv", *INIT, "--id-col", "p"), ["--id-col", "'p'"]),
+    (("init", "NEW", "--scores", "R/none.csv", *INIT), ["--scores", "none.csv"]),
+    (("init", "NEW", "--scores", "R/x.xlsx", *INIT), ["--scores", ".xlsx"]),
+    (("init", "NEW", "--scores", "R/empty.csv", *INIT), ["--scores", "empty.csv", "empty"]),
+    (("init", "NEW", "--scores", "R/header.csv", *INIT), ["--scores", "header.csv", "no rows"]),
+    (("init", "NEW", "--scores", "R/latin1.csv", *INIT, "--id-col", "id"),
+     ["--scores", "latin1.csv", "UTF-8"]),
+    (("init", "NEW", "--scores", "R/bad.parquet", *INIT), ["--scores", "bad.parquet", "Parquet"]),
+    (("init", "NEW", "--scores", "R/text.csv", *INIT), ["--score-col", "'high'"]),
+    (("init", "NEW", "--scores", "R/s.csv", "--score-col", "p"), ["--threshold"]),
+    (("init", "NEW", "--scores", "R/s.csv", *INIT, "--prediction-col", "id"),
+     ["--threshold", "--prediction-col"]),
+    (("init", "AUD", "--scores", "R/s.csv", *INIT), ["aud", "already exists"]),
+    (("next", "AUD", "-n", "0"), ["-n", "0"]),
+    (("next", "AUD", "-n", "5000000000"), ["-n", "5000000000"]),
+    (("next", "AUD", "-n", "3", "--out", "R/out_dir"), ["--out", "out_dir", "directory"]),
+    (("next", "AUD", "-n", "3", "--out", "R/nodir/b.csv"), ["--out", "nodir"]),
+    (("next", "R/none_audit", "-n", "3"), ["none_audit", "does not exist"]),
+    (("next", "R/plain_dir", "-n", "3"), ["plain_dir", "not an audit directory"]),
+    (("record", "AUD", "R/missing.csv"), ["missing.csv", "does not exist"]),
+    (("record", "AUD", "R/lempty.csv"), ["lempty.csv", "empty"]),
+    (("record", "AUD", "R/lheader.csv"), ["lheader.csv", "no rows"]),
+    (("record", "AUD", "R/lcols.csv"), ["lcols.csv", "'item'", "id,label"]),
+    (("record", "AUD", "R/ltwo.csv"), ["ltwo.csv", "line 2", "'2'", "0 or 1"]),
+    (("record", "AUD", "R/lyes.csv"), ["lyes.csv", "'yes'"]),
+    (("record", "AUD", "R/lthree.csv"), ["lthree.csv", "row 2", "3 fields"]),
+    (("record", "AUD", "R/lemptyid.csv"), ["lemptyid.csv", "empty id"]),
+    (("record", "AUD", "R/lexp.csv"), ["lexp.csv", "e0'"]),
+    (("record", "AUD", "R/lfloat.csv"), ["lfloat.csv", ".0'"]),
+    (("record", "AUD", "R/lpad.csv"), ["lpad.csv", "'00"]),
+    (("record", "AUD", "R/lunknown.csv"), ["987654"]),
+    (("record", "AUD", "R/lconflict.csv"), ["already has label 1", "label 0 conflicts"]),
+    (("record", "AUD", "R/llatin.csv"), ["llatin.csv", "UTF-8"]),
+    (("status", "R/none_audit"), ["none_audit"]),
+    (("certify", "AUD", "--n-sims", "0"), ["--n-sims", "0"]),
+    (("certify", "AUD", "--n-sims", "999999999"), ["--n-sims", "999999999"]),
+    (("report", "AUD", "--out", "R/r.pdf"), ["--out", ".pdf"]),
+    (("report", "AUD", "--out", "R/nodir/r.html"), ["--out", "nodir"]),
+    (("report", "AUD", "--out", "R/out_dir", "--n-sims", "0"), ["--n-sims", "0"]),
+    ((*PRL, "--draws", "1000000000"), ["--draws", "1000000000"]),
+    ((*PRL, "--draws", "0"), ["--draws", "0"]),
+    ((*PRL, "--seed", "-1"), ["--seed", "-1"]),
+    ((*PR, "--labels-1", "3/x"), ["--labels-1", "3/x"]),
+    ((*PR, "--labels-1", "3"), ["--labels-1", "'3'"]),
+    (("demo", "--n-sims", "0"), ["--n-sims", "0"]),
+    (("demo", "--strata", "0"), ["--strata", "0"]),
+    (("demo", "--target", "1.5"), ["--target", "1.5"]),
+    (("demo", "--budget", "0"), ["--budget", "0"]),
+    (("demo", "--out", "R/r.pdf"), ["--out", ".pdf"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("argv", "fragments"), CLI_CASES, ids=lambda v: " ".join(v)[:60])
+def test_cli_bad_input(world, tmp_path, argv, fragments):
+    root, _ = world
+    aud = root / "aud"
+    new = tmp_path / "new"
+    args = [
+        str(new)
+        if a == "NEW"
+        else str(aud)
+        if a == "AUD"
+        else str(root / a[2:])
+        if a.startswith("R/")
+        else a
+        for a in argv
+    ]
+    before = _snapshot(aud)
+    res = runner.invoke(app, args, catch_exceptions=False)
+    assert res.exit_code == 1, (res.exit_code, res.stdout, res.stderr)
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr
+    assert "Traceback" not in res.output
+    for frag in fragments:
+        assert frag in lines[0], (frag, lines[0])
+    assert _snapshot(aud) == before
+    assert not new.exists() or not any(p.name != "lock" for p in new.iterdir())
+
+
+def test_cli_usage_error_is_one_line(world):
+    root, _ = world
+    res = runner.invoke(app, ["next", str(root / "aud"), "-n", "2.5"])
+    assert res.exit_code == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "'-n'" in lines[0]
+
+
+# ---------------------------------------------------------------------- the Python API
+@pytest.fixture(scope="module")
+def api(tmp_path_factory):
+    root = tmp_path_factory.mktemp("api")
+    rng = np.random.default_rng(2)
+    pop = be.Population(rng.random(N), threshold=0.5, ids=np.arange(N) * 3)
+    strata = be.stratify(pop, n_strata=2)
+    audit = be.Audit(pop, strata=strata, design="random", rng=1, draws=200, path=root / "a")
+    ids = audit.propose(4)
+    audit.record(ids[:2], [1, 0])
+    return root / "a", pop, strata, audit, ids
+
+
+def _api_cases():
+    def c(name, fragments, fn):
+        return pytest.param(fn, fragments, id=name)
+
+    return [
+        c("record unknown id", ["ids", "7"], lambda a, p, s, ids: a.record([7], [1])),
+        c("record label 2", ["labels", "2"], lambda a, p, s, ids: a.record(ids[2:3], [2])),
+        c("record str id", ["ids", "'x'"], lambda a, p, s, ids: a.record(["x"], [1])),
+        c("record shape", ["labels"], lambda a, p, s, ids: a.record(ids[2:4], [1])),
+        c("propose 0", ["n", "0"], lambda a, p, s, ids: a.propose(0)),
+        c("propose 2.5", ["n", "2.5"], lambda a, p, s, ids: a.propose(2.5)),
+        c("conflict", ["already has label 1", "label 0 conflicts"], lambda a, p, s, ids: a.record(ids[:1], [0])),  # noqa: E501
+        c("draws 0", ["draws", "0"], lambda a, p, s, ids: be.Audit(p, strata=s, draws=0)),
+        c("metric", ["metric", "bogus"], lambda a, p, s, ids: be.Audit(p, strata=s, metric="bogus")),  # noqa: E501
+        c("model", ["model", "nope"], lambda a, p, s, ids: be.Audit(p, strata=s, model="nope")),
+        c("design", ["design", "best"], lambda a, p, s, ids: be.Audit(p, strata=s, design="best")),
+        c("rng -1", ["rng", "-1"], lambda a, p, s, ids: be.Audit(p, strata=s, rng=-1)),
+        c("finite_population", ["finite_population", "'yes'"],
+          lambda a, p, s, ids: be.Audit(p, strata=s, finite_population="yes")),
+        c("uint64 ids", ["ids", "9223372036854775813"],
+          lambda a, p, s, ids: be.Population([0.1, 0.2], threshold=0.5,
+                                             ids=np.array([1, 2**63 + 5], dtype=np.uint64))),
+        c("mixed ids", ["ids", "int", "str"],
+          lambda a, p, s, ids: be.Population([0.1, 0.2], threshold=0.5, ids=["a", 1])),
+        c("threshold nan", ["threshold", "nan"],
+          lambda a, p, s, ids: be.Population([0.1, 0.2], threshold=float("nan"))),
+        c("positions_of", ["ids", "5"], lambda a, p, s, ids: p.positions_of([5])),
+        c("open other pop", ["population", "fingerprint"],
+          lambda a, p, s, ids: be.Audit.open(a.path, be.Population(np.linspace(0, 1, N),
+                                                                   threshold=0.5))),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(("fn", "fragments"), _api_cases())
+def test_api_bad_input(api, fn, fragments):
+    path, pop, strata, audit, ids = api
+    before = _snapshot(path)
+    state = (audit.n_labels, audit.n_proposed, audit.pending.tolist())
+    with pytest.raises((ValueError, TypeError)) as info:
+        fn(audit, pop, strata, ids)
+    for frag in fragments:
+        assert frag in str(info.value), (frag, str(info.value))
+    assert _snapshot(path) == before
+    assert (audit.n_labels, audit.n_proposed, audit.pending.tolist()) == state
