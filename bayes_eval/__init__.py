@@ -8,12 +8,18 @@ light.
 from __future__ import annotations
 
 import importlib
+from importlib import metadata as _metadata
 from typing import Any
 
 from .metrics import METRICS, register_metric
 from .population import Population
 from .posterior import MetricPosterior, estimate, estimate_counts
 from .strata import Strata, stratify
+
+try:
+    __version__: str = _metadata.version("bayes-eval")
+except _metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
+    __version__ = "0.0.0+unknown"
 
 _LAZY = {
     "allocate": ".allocation",
@@ -46,6 +52,7 @@ __all__ = [
     "MetricPosterior",
     "Population",
     "Strata",
+    "__version__",
     "estimate",
     "estimate_counts",
     "register_metric",

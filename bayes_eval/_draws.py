@@ -20,36 +20,32 @@ from ._validation import check_level, check_option
 __all__ = ["DrawSummaries", "eti", "hdi", "mcse_quantile"]
 
 
+def _array_stats() -> Any:
+    """arviz-stats' numpy kernels, imported on first use (importing arviz-stats takes seconds,
+    which ``import bayes_eval`` and every CLI command would otherwise pay)."""
+    from arviz_stats.base import array_stats
+
+    return array_stats
+
+
 def eti(draws: np.ndarray, prob: float) -> tuple[float, float]:
-    """Equal-tailed interval of 1-D draws."""
-    lo, hi = np.quantile(draws, [(1 - prob) / 2, (1 + prob) / 2])
+    """Equal-tailed interval of 1-D draws (``arviz_stats`` ``eti``, linear quantiles)."""
+    lo, hi = _array_stats().eti(np.asarray(draws, dtype=np.float64), prob)
     return float(lo), float(hi)
 
 
 def hdi(draws: np.ndarray, prob: float) -> tuple[float, float]:
-    """Narrowest interval holding a fraction ``prob`` of the 1-D draws (unimodal posteriors)."""
-    x = np.sort(draws)
-    n = x.size
-    k = max(int(np.ceil(prob * n)), 1)
-    if k >= n:
-        return float(x[0]), float(x[-1])
-    widths = x[k - 1 :] - x[: n - k + 1]
-    i = int(np.argmin(widths))
-    return float(x[i]), float(x[i + k - 1])
+    """Narrowest interval holding a fraction ``prob`` of the 1-D draws (``arviz_stats`` ``hdi``)."""
+    lo, hi = _array_stats().hdi(np.asarray(draws, dtype=np.float64), prob)
+    return float(lo), float(hi)
 
 
 def mcse_quantile(draws: np.ndarray, q: float) -> float:
-    """Monte Carlo standard error of the ``q`` quantile of independent draws.
-
-    Uses the binomial order-statistic interval: the draws ranked ``n q ± sqrt(n q (1-q))``
-    bracket the quantile with about one standard error on each side.
-    """
-    x = np.sort(draws)
-    n = x.size
-    half = np.sqrt(n * q * (1 - q))
-    lo = int(np.clip(np.floor(n * q - half), 0, n - 1))
-    hi = int(np.clip(np.ceil(n * q + half), 0, n - 1))
-    return float((x[hi] - x[lo]) / 2)
+    """Monte Carlo standard error of the ``q`` quantile of the draws (``arviz_stats`` ``mcse``
+    with ``method="quantile"``; for independent draws this is the binomial order-statistic
+    interval ``n q ± sqrt(n q (1-q))`` halved)."""
+    x = np.asarray(draws, dtype=np.float64).reshape(1, -1)
+    return float(_array_stats().mcse(x, chain_axis=0, draw_axis=1, method="quantile", prob=q))
 
 
 def _default_ci() -> tuple[float, str]:
@@ -140,31 +136,43 @@ class DrawSummaries:
         n = min(a.size, b.size)
         return float(np.mean(a[:n] > b[:n]))
 
-    def summary(self, level: float = 0.95, prob: float | None = None) -> pd.DataFrame:
+    def summary(
+        self, level: float = 0.95, prob: float | None = None, kind: str | None = None
+    ) -> pd.DataFrame:
         """One row per quantity: mean, sd, median, one-sided bounds, interval and MC error.
 
-        Columns: ``mean``, ``sd``, ``median``, ``lower_<level>``, ``upper_<level>``,
-        ``eti_lo``/``eti_hi`` (``prob``, default from arviz rcParams), ``mcse_lower``
-        (Monte Carlo standard error of the lower bound).
+        Columns: ``mean``, ``sd``, ``median``, ``lower_<level>``, ``upper_<level>``, the
+        two-sided interval named as ArviZ names it, ``<kind><percent>_lb`` / ``_ub`` (e.g.
+        ``eti89_lb``; ``prob`` and ``kind`` default to ``arviz_base.rcParams["stats.ci_prob"]``
+        and ``["stats.ci_kind"]``), ``mcse_lower`` (Monte Carlo standard error of the lower
+        bound) and, for results that know it, ``informed`` (False: the metric depends on a
+        stratum without labels, so the prior alone decides it and its numbers are not an
+        estimate).
         """
         level = check_level(level, "level")
-        default_prob, _ = _default_ci()
+        default_prob, default_kind = _default_ci()
         prob = check_level(default_prob if prob is None else prob, "prob")
+        kind = check_option(default_kind if kind is None else kind, "kind", ("eti", "hdi"))
         rows = {}
         tag = f"{level:g}"
+        ci = f"{kind}{100 * prob:g}"
         for name in self.quantities:
             x = self.draws(name)
-            lo, hi = eti(x, prob)
+            lo, hi = eti(x, prob) if kind == "eti" else hdi(x, prob)
             rows[name] = {
                 "mean": float(x.mean()),
                 "sd": float(x.std(ddof=1)),
                 "median": float(np.median(x)),
                 f"lower_{tag}": float(np.quantile(x, 1 - level)),
                 f"upper_{tag}": float(np.quantile(x, level)),
-                f"eti{prob:g}_lo": lo,
-                f"eti{prob:g}_hi": hi,
+                f"{ci}_lb": lo,
+                f"{ci}_ub": hi,
                 "mcse_lower": mcse_quantile(x, 1 - level),
             }
         frame = pd.DataFrame.from_dict(rows, orient="index")
         frame.index.name = "quantity"
+        informed = getattr(self, "informed", None)
+        if callable(informed):
+            flags = informed()
+            frame["informed"] = [bool(flags.get(q, True)) for q in frame.index]
         return frame

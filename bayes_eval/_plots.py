@@ -3,7 +3,9 @@
 Every function returns PNG bytes and closes its figure, so report generation leaks no figures
 and needs no display (the Agg canvas is used for rendering). The arviz-plots functions work on the
 :class:`~bayes_eval.MetricPosterior` datatree unchanged (ArviZ group names); reference lines,
-labels per stratum and the trajectory / calibration panels are added with plain matplotlib.
+target and bound lines on the posteriors with ``arviz_plots.add_lines``; the trajectory and
+calibration panels are plain matplotlib. Figures are rendered at 150 dpi with axis labels and
+legends outside the data.
 
 * :func:`metric_posteriors_png` -- ``arviz_plots.plot_dist`` of each metric with the target and
   the one-sided lower bound marked;
@@ -36,7 +38,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _TARGET_STYLE = {"color": "#c0392b", "linestyle": "--", "linewidth": 1.6}
 _BOUND_STYLE = {"color": "#1f4e79", "linestyle": ":", "linewidth": 2.0}
 _EXTRA_STYLE = {"color": "#7b3294", "linestyle": "-.", "linewidth": 1.6}
-_DPI = 90
+_DPI = 150
 
 
 def _to_png(fig: Any) -> bytes:
@@ -71,6 +73,18 @@ def exact_metrics(posterior: Any, metrics: Sequence[str]) -> list[str]:
     return out
 
 
+def _is_discrete(x: np.ndarray) -> bool:
+    """Few distinct values: a KDE would draw a comb, so a histogram is shown instead."""
+    return np.unique(x).size < 200
+
+
+def _add_line(pc: Any, var: str, value: float, style: Mapping[str, Any]) -> None:
+    """A vertical reference line on ``var``'s panel with ``arviz_plots.add_lines``."""
+    import arviz_plots as azp
+
+    azp.add_lines(pc, values={var: [float(value)]}, visuals={"ref_line": dict(style)})
+
+
 def metric_posteriors_png(
     posterior: Any,
     metrics: Sequence[str],
@@ -79,42 +93,72 @@ def metric_posteriors_png(
     targets: Mapping[str, float] | None = None,
     extra_bounds: Mapping[str, tuple[float, str]] | None = None,
 ) -> bytes:
-    """Posterior density of each metric (``arviz_plots.plot_dist``), with the target (red dashed)
-    and the one-sided ``level`` lower bound (blue dotted) marked.
+    """Posterior of each metric (``arviz_plots.plot_dist``) with the claim and the decision
+    bound marked by ``arviz_plots.add_lines``.
 
-    ``extra_bounds`` maps a metric to ``(value, label)`` of one more bound to mark (purple
-    dash-dot), e.g. the lower bound at a sequentially corrected level. Metrics whose draws are
-    all equal (known exactly, e.g. every predicted positive labelled) have no density and are
-    left out; see :func:`exact_metrics`.
+    Marks: target (red dashed), the one-sided ``level`` lower bound (blue dotted) or, where
+    ``extra_bounds`` gives one (the bound at a sequentially corrected level), that bound alone
+    (purple dash-dot) as the *decision* bound. The bar under each panel is the equal-tailed
+    interval of probability ``2 level - 1``, so that its lower end is the one-sided ``level``
+    bound. Discrete posteriors (few distinct draws) are drawn as histograms, not KDEs. The legend
+    sits below the panels, never over them. Metrics whose draws are all equal (known exactly) have
+    no density and are left out; see :func:`exact_metrics`.
     """
     import arviz_plots as azp
+    from matplotlib.lines import Line2D
 
     targets = dict(targets or {})
+    extra_bounds = dict(extra_bounds or {})
     exact = set(exact_metrics(posterior, metrics))
     metrics = [m for m in metrics if m not in exact]
     if not metrics:
         raise ValueError("every metric is known exactly: there is no posterior density to draw")
+    discrete = any(_is_discrete(posterior.draws(m)) for m in metrics)
+    ci_prob = max(2 * level - 1, 0.01)
+    ncol = min(3, len(metrics))
     pc = azp.plot_dist(
         posterior.datatree,
         var_names=metrics,
         backend="matplotlib",
-        col_wrap=min(3, len(metrics)),
-        figure_kwargs={"figsize": (4.2 * min(3, len(metrics)), 3.0 * -(-len(metrics) // 3))},
+        kind="hist" if discrete else "kde",
+        ci_kind="eti",
+        ci_prob=ci_prob,
+        col_wrap=ncol,
+        figure_kwargs={"figsize": (4.4 * ncol, 3.2 * -(-len(metrics) // 3) + 0.9)},
     )
+    handles: dict[str, Any] = {}
     for name in metrics:
-        ax = _axes_of(pc, name)
-        lb = posterior.lower_bound(name, level)
-        ax.axvline(lb, label=f"{level:.0%} lower bound {lb:.3f}", **_BOUND_STYLE)
-        if extra_bounds and name in extra_bounds:
+        if name in extra_bounds:
             value, text = extra_bounds[name]
-            ax.axvline(value, label=text, **_EXTRA_STYLE)
+            _add_line(pc, name, value, _EXTRA_STYLE)
+            handles["decision"] = Line2D([], [], label=f"decision bound: {text}", **_EXTRA_STYLE)
+        else:
+            _add_line(pc, name, posterior.lower_bound(name, level), _BOUND_STYLE)
+            handles["bound"] = Line2D(
+                [], [], label=f"{level:g} one-sided lower bound", **_BOUND_STYLE
+            )
         if name in targets:
-            ax.axvline(targets[name], label=f"target {targets[name]:g}", **_TARGET_STYLE)
-        bottom, top = ax.get_ylim()
-        ax.set_ylim(bottom, top + 0.45 * (top - bottom))  # room for the legend
-        ax.legend(loc="upper left", fontsize=8, frameon=False)
+            _add_line(pc, name, targets[name], _TARGET_STYLE)
+            handles["target"] = Line2D([], [], label="target (the claim)", **_TARGET_STYLE)
+        ax = _axes_of(pc, name)
+        ax.set_xlabel(name)
+        ax.set_ylabel("posterior (histogram)" if discrete else "posterior density")
+    handles["ci"] = Line2D(
+        [],
+        [],
+        color="#444444",
+        linewidth=2.5,
+        label=f"bar: {ci_prob:.0%} equal-tailed interval (lower end = {level:g} bound); dot: mean",
+    )
     fig = _figure_of(pc)
     fig.set_layout_engine("constrained")
+    fig.legend(
+        handles=list(handles.values()),
+        loc="outside lower center",
+        ncols=2,
+        fontsize=8,
+        frameon=False,
+    )
     return _to_png(fig)
 
 
@@ -126,9 +170,11 @@ def _strata_labels(posterior: Any) -> list[str]:
         side = "+" if int(const["predicted"].values[k]) else "−"
         smin, smax = float(const["score_min"].values[k]), float(const["score_max"].values[k])
         rng = "" if not np.isfinite(smin) else f" [{smin:.3g}, {smax:.3g}]"
+        n_k = int(obs["n"].values[k])
+        prior_only = "  PRIOR ONLY (no label)" if n_k == 0 else ""
         labels.append(
-            f"{k} ({side}){rng}  {int(obs['h'].values[k])}/{int(obs['n'].values[k])}"
-            f" of {int(const['N'].values[k]):,}"
+            f"{k} ({side}){rng}  {int(obs['h'].values[k])}/{n_k}"
+            f" of {int(const['N'].values[k]):,}{prior_only}"
         )
     return labels
 
@@ -189,7 +235,10 @@ def trajectory_png(
 
     ``trajectory`` is a Dataset with one entry per look; it needs a labels-used variable
     (``n_labels`` or ``labels``), an estimate (``estimate`` or ``mean``) and a lower bound
-    (``lower_bound`` or ``lower``), each optionally with a ``metric`` dimension.
+    (``lower_bound`` or ``lower``), each optionally with a ``metric`` dimension. A
+    ``lower_bound_used`` (or ``lower_bound_corrected``) variable, the bound at the sequentially
+    corrected level, is drawn too (purple), labelled by the attribute ``lower_bound_used_label``.
+    The legend sits outside the axes.
     """
     import matplotlib.pyplot as plt
 
@@ -220,6 +269,10 @@ def trajectory_png(
             color=_BOUND_STYLE["color"],
             label=_lower_label(trajectory, level),
         )
+    used_name = _pick(trajectory, ("lower_bound_used", "lower_bound_corrected"))
+    if used_name is not None:
+        used_label = trajectory.attrs.get("lower_bound_used_label", "lower bound at level used")
+        ax.plot(x, sel(used_name), marker="s", markersize=3, label=str(used_label), **_EXTRA_STYLE)
     up_name = _pick(trajectory, ("upper_bound", "upper"))
     if up_name is not None and lb_name is not None:
         ax.fill_between(
@@ -233,7 +286,7 @@ def trajectory_png(
     ax.set_ylabel(metric)
     ax.set_title(f"{metric}: estimate and lower bound as labels accrue")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, frameon=False, loc="lower right")
+    ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _to_png(fig)
 
 
@@ -295,5 +348,5 @@ def calibration_png(
     ax.set_ylabel("actual coverage (1 − false-accept rate)")
     ax.set_title("Sequential acceptance: nominal vs actual coverage")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, frameon=False, loc="lower right")
+    ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _to_png(fig)

@@ -72,6 +72,16 @@ class Certification:
     correction_mcse : float
         Monte Carlo standard error of the actual level at ``level_used`` (NaN without
         correction).
+    prob_mcse : float
+        Monte Carlo standard error of ``prob_at_least`` from the posterior draws,
+        :math:`\\sqrt{p(1-p)/D}` for :math:`D` independent draws.
+    informed : bool
+        False when the labels do not inform ``metric`` (a stratum it depends on has no label):
+        the verdict then rests on the prior alone (see :mod:`bayes_eval._informed`).
+
+    Derived (properties): ``borderline`` (the margin ``|prob_at_least - level_used|`` is below
+    the combined Monte Carlo error, so the verdict could flip with other draws), ``uncorrected``
+    (more than one look and no sequential correction), and :meth:`headline`.
     """
 
     accepted: bool
@@ -89,19 +99,65 @@ class Certification:
     finite_population: bool
     correction: str
     correction_mcse: float
+    prob_mcse: float = float("nan")
+    informed: bool = True
+
+    @property
+    def uncorrected(self) -> bool:
+        """More than one look without a sequential correction: the actual level is below the
+        claimed one (Webber et al.)."""
+        return self.looks > 1 and str(self.correction).startswith("none")
+
+    @property
+    def borderline(self) -> bool:
+        """The margin between ``prob_at_least`` and ``level_used`` is below the combined Monte
+        Carlo standard error (of the probability and, when corrected, of the level)."""
+        parts = [v for v in (self.prob_mcse, self.correction_mcse) if np.isfinite(v)]
+        if not parts:
+            return False
+        se = float(np.sqrt(np.sum(np.square(parts))))
+        return bool(abs(self.prob_at_least - self.level_used) < se)
+
+    def headline(self) -> str:
+        """One line with the verdict and the one lower bound the decision used."""
+        verdict = "ACCEPTED" if self.accepted else "NOT ACCEPTED"
+        flags = []
+        if self.uncorrected:
+            flags.append(f"UNCORRECTED for {self.looks} looks: actual level below claimed")
+        if self.borderline:
+            flags.append("BORDERLINE: margin below the Monte Carlo error")
+        if not self.informed:
+            flags.append(f"PRIOR ONLY: no label informs {self.metric}")
+        flag = f" [{'; '.join(flags)}]" if flags else ""
+        if abs(self.level_used - self.level_requested) > 1e-12:
+            at = f"at nominal level {self.level_used:.4f}, corrected for {self.level_requested:g}"
+        else:
+            at = f"at level {self.level_used:g}"
+        return (
+            f"{verdict}{flag}: {self.metric} >= {self.target:g} claimed at level "
+            f"{self.level_requested:g}; lower bound {self.lower_bound:.4f} ({at}); "
+            f"P({self.metric} >= {self.target:g}) = {self.prob_at_least:.4f}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain-Python fields (for JSON reports)."""
-        return asdict(self)
+        """Fields as strict-JSON values (NaN and infinities become ``None``), plus
+        ``borderline``, ``uncorrected`` and ``headline``."""
+        out: dict[str, Any] = {}
+        for key, value in asdict(self).items():
+            if isinstance(value, float) and not np.isfinite(value):
+                value = None
+            elif isinstance(value, np.generic):
+                value = value.item()
+            out[key] = value
+        out["borderline"] = self.borderline
+        out["uncorrected"] = self.uncorrected
+        out["headline"] = self.headline()
+        return out
 
     def __str__(self) -> str:
-        verdict = "ACCEPTED" if self.accepted else "not accepted"
         return (
-            f"{verdict}: P({self.metric} >= {self.target:g}) = {self.prob_at_least:.4f} "
-            f"against nominal level {self.level_used:.4f} (claimed level "
-            f"{self.level_requested:g}); lower bound {self.lower_bound:.4f}; {self.labels} labels, "
-            f"{self.looks} look(s), design {self.design}, prior {self.prior}; "
-            f"correction: {self.correction}"
+            f"{self.headline()}; {self.labels} labels, {self.looks} look(s), design "
+            f"{self.design}, prior {self.prior}; correction: {self.correction}"
         )
 
 
@@ -118,10 +174,10 @@ def _check_target(metric: str, target: Any) -> float:
 
 def certify(
     post: MetricPosterior,
-    metric: str = "f1",
-    target: float = 0.8,
-    level: float = 0.95,
     *,
+    metric: str,
+    target: float,
+    level: float,
     calibration: Any = None,
     looks: int = 1,
     design: str | None = None,
@@ -132,7 +188,7 @@ def certify(
     ----------
     post : MetricPosterior
     metric : str
-        A metric of ``post``.
+        A metric of ``post`` (keyword-only and required: there is no default claim).
     target : float
         In the metric's range [0, 1].
     level : float
@@ -159,7 +215,7 @@ def certify(
     >>> import bayes_eval as be
     >>> post = be.estimate_counts(tp=170, fp=10, fn=20, tn=800,
     ...                           predicted_sizes=(8000, 1800), draws=20000, rng=0)
-    >>> cert = be.certify(post, "f1", target=0.85, level=0.95)
+    >>> cert = be.certify(post, metric="f1", target=0.85, level=0.95)
     >>> cert.accepted, round(cert.lower_bound, 2)
     (True, 0.89)
     """
@@ -208,6 +264,7 @@ def certify(
         correction = calibration.describe(level)
         mcse = float(np.sqrt(level * (1 - level) / calibration.n_sims))
     p = post.prob_at_least(metric, target)
+    informed = post.informed().get(metric, True) if hasattr(post, "informed") else True
     return Certification(
         accepted=bool(p >= used),
         metric=metric,
@@ -224,4 +281,6 @@ def certify(
         finite_population=bool(post.finite_population),
         correction=correction,
         correction_mcse=mcse,
+        prob_mcse=float(np.sqrt(p * (1.0 - p) / post.n_draws)),
+        informed=bool(informed),
     )

@@ -41,6 +41,7 @@ import pandas as pd
 import xarray as xr
 
 from ._draws import DrawSummaries, eti
+from ._informed import MetricInformation, information_from_counts, metric_information
 from ._sampling import draw_beta, draw_remainder
 from ._validation import RNGLike, as_generator, check_option, check_positive_int
 from .labels import coerce_labels
@@ -121,6 +122,20 @@ class MetricPosterior(DrawSummaries):
         post = self.datatree["posterior"]
         return int(post.sizes["chain"] * post.sizes["draw"])
 
+    def information(self) -> dict[str, MetricInformation]:
+        """Per metric: whether the labels inform it, which relevant strata have no label, and
+        why a metric is *prior only* (see :mod:`bayes_eval._informed`)."""
+        return metric_information(self)
+
+    def informed(self) -> dict[str, bool]:
+        """Per metric: True if every stratum it depends on has labels, False if prior only."""
+        return {m: i.informed for m, i in self.information().items()}
+
+    @property
+    def prior_only(self) -> tuple[str, ...]:
+        """Metrics that depend on a stratum without labels: the prior decides them."""
+        return tuple(m for m, ok in self.informed().items() if not ok)
+
     def strata_table(self, prob: float = 0.9) -> pd.DataFrame:
         """Per-stratum table: size, predicted class, score range, labels, positives and the
         posterior mean and equal-tailed ``prob`` interval of the positive rate ``theta``."""
@@ -145,8 +160,12 @@ class MetricPosterior(DrawSummaries):
 
     def __repr__(self) -> str:
         parts = []
+        prior_only = set(self.prior_only)
         for name in self.metrics[:4]:
             x = self.draws(name)
+            if name in prior_only:
+                parts.append(f"{name}=prior only (no labels inform it)")
+                continue
             parts.append(f"{name}={x.mean():.3f} (95% lower {np.quantile(x, 0.05):.3f})")
         more = f", +{len(self.metrics) - 4} more" if len(self.metrics) > 4 else ""
         view = "finite population" if self.finite_population else "infinite population"
@@ -236,8 +255,22 @@ def posterior_from_theta(
         },
         coords={"stratum": np.arange(k)},
     )
+    prior_group = _prior_group(
+        prior_a,
+        prior_b,
+        sizes=sizes,
+        predicted=predicted,
+        metrics=metrics,
+        rng=rng,
+        finite_population=finite_population,
+        draws=draws,
+    )
+    prior_only = [
+        m for m in metrics if not information_from_counts(m, sizes, predicted, n).informed
+    ]
     root_attrs = {
         "prior": prior_desc,
+        "prior_only": ",".join(prior_only),
         "finite_population": int(finite_population),
         "model": model,
         "sampler": sampler,
@@ -245,7 +278,12 @@ def posterior_from_theta(
         "created_by": f"bayes_eval {_version()}",
     }
     root_attrs.update(attrs or {})
-    groups = {"posterior": posterior, "observed_data": observed, "constant_data": constant}
+    groups = {
+        "posterior": posterior,
+        "prior": prior_group,
+        "observed_data": observed,
+        "constant_data": constant,
+    }
     groups.update(extra_groups or {})
     tree = xr.DataTree.from_dict(groups)
     tree.attrs.update(root_attrs)
@@ -257,6 +295,51 @@ def posterior_from_theta(
         model=model,
         n_labels=int(np.sum(n)),
     )
+
+
+_PRIOR_DRAWS = 4000
+
+
+def _prior_group(
+    prior_a: np.ndarray,
+    prior_b: np.ndarray,
+    *,
+    sizes: np.ndarray,
+    predicted: np.ndarray,
+    metrics: tuple[str, ...],
+    rng: np.random.Generator,
+    finite_population: bool,
+    draws: int,
+) -> xr.Dataset:
+    """Prior predictive of every metric (ArviZ ``prior`` group): the stratum rates drawn from their
+    Beta priors, the positives of every whole stratum from those rates, and the metrics from them.
+
+    Drawn from a generator spawned from ``rng`` (the posterior draws are unchanged), with at most
+    ``_PRIOR_DRAWS`` draws. For the hierarchical model the per-stratum Beta priors shown are the
+    ones passed in, not the model's hyperprior.
+    """
+    k = sizes.shape[0]
+    m = int(min(draws, _PRIOR_DRAWS))
+    try:
+        gen = rng.spawn(1)[0]
+    except (AttributeError, TypeError, ValueError):  # a Generator without a SeedSequence
+        gen = np.random.default_rng([k, m, 20240601])
+    a = np.asarray(prior_a, dtype=np.float64)
+    b = np.asarray(prior_b, dtype=np.float64)
+    theta = gen.beta(a[None, :], b[None, :], size=(m, k))  # plain numpy: no table set-up cost
+    if finite_population:
+        positives = gen.binomial(sizes[None, :], theta).astype(np.float64)
+    else:
+        positives = theta * sizes[None, :]
+    tp, fp, fn, tn = confusion_from_positives(positives, sizes, predicted)
+    cd = ("chain", "draw")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        data: dict[str, Any] = {
+            name: (cd, METRICS[name].func(tp, fp, fn, tn).reshape(1, m)) for name in metrics
+        }
+    data["theta"] = ((*cd, "stratum"), theta.reshape(1, m, k))
+    coords = {"chain": [0], "draw": np.arange(m), "stratum": np.arange(k)}
+    return xr.Dataset(data, coords=coords)
 
 
 def _independent_theta(

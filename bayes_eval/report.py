@@ -272,6 +272,44 @@ def _certification_rows(cert: Any) -> list[tuple[str, str]]:
     return list(rows.items())
 
 
+def _ranges(ids: list[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``"0–2, 5"``."""
+    out: list[str] = []
+    for k in ids:
+        if out and out[-1].split("–")[-1] == str(k - 1):
+            out[-1] = out[-1].split("–")[0] + f"–{k}"
+        else:
+            out.append(str(k))
+    return ", ".join(out)
+
+
+def _metric_status(post: Any, names: Any, info: Mapping[str, Any]) -> dict[str, str]:
+    """Per metric: "yes", "PRIOR ONLY", "exact (all labelled)" or "constant (no uncertainty)"."""
+    tree = post.datatree
+    sizes = np.asarray(tree["constant_data"]["N"].values)
+    n = np.asarray(tree["observed_data"]["n"].values)
+    out = {}
+    for m in names:
+        i = info.get(m)
+        if i is not None and not i.informed:
+            out[m] = "PRIOR ONLY"
+            continue
+        x = post.draws(m)
+        if np.isfinite(x).all() and float(np.ptp(x)) == 0.0:
+            all_labelled = bool(post.finite_population) and bool(np.all(n >= sizes))
+            if not all_labelled and i is not None:
+                from .metrics import relevant_sides
+
+                neg, pos = relevant_sides(m)
+                pred = np.asarray(tree["constant_data"]["predicted"].values).astype(bool)
+                rel = (pred & pos) | (~pred & neg)
+                all_labelled = bool(post.finite_population) and bool(np.all(n[rel] >= sizes[rel]))
+            out[m] = "exact (all labelled)" if all_labelled else "constant (no uncertainty)"
+        else:
+            out[m] = "yes"
+    return out
+
+
 def _calibration_of(
     cert: Any, calibration: Any, level: float
 ) -> tuple[xr.Dataset | None, float | None]:
@@ -334,10 +372,32 @@ def build_report(
         raise ValueError(f"target={target!r} must be a finite real number or None")
 
     cal, corrected_level = _calibration_of(cert, calibration, level)  # validated before drawing
+    info = post.information() if hasattr(post, "information") else {}
+    prior_only = [m for m, i in info.items() if not i.informed]
+    metric_prior_only = metric in prior_only
+    lb_level = level
+    used = _get(cert, "level_used")
+    if used is not None:
+        lb_level = float(used)
+    if metric_prior_only:
+        bound_row = (
+            "lower bound",
+            "PRIOR ONLY: no label informs " + metric + " (" + info[metric].reason + ")",
+        )
+        mean_row = ("posterior mean", f"PRIOR ONLY ({post.mean(metric):.4f} is the prior's)")
+    else:
+        mean_row = ("posterior mean", f"{post.mean(metric):.4f}")
+        if used is not None and abs(lb_level - level) > 1e-12:
+            label = f"lower bound at level used {lb_level:.4g} (for claimed {level:g})"
+        else:
+            label = f"{lb_level:.0%} lower bound (one-sided)"
+        lb = _get(cert, "lower_bound")
+        value = float(lb) if lb is not None else post.lower_bound(metric, lb_level)
+        bound_row = (label, f"{value:.4f}")
     headline: list[tuple[str, str]] = [
         ("metric", metric),
-        ("posterior mean", f"{post.mean(metric):.4f}"),
-        (f"{level:.0%} lower bound (one-sided)", f"{post.lower_bound(metric, level):.4f}"),
+        mean_row,
+        bound_row,
         ("labels used", f"{post.n_labels:,}"),
     ]
     if target is not None:
@@ -347,51 +407,103 @@ def build_report(
         )
     if cert is not None:
         accepted = _get(cert, "accepted")
-        lv = _get(cert, "level_used")
-        lb = _get(cert, "lower_bound")
         verdict = "ACCEPTED" if accepted else "NOT ACCEPTED"
-        extra = []
-        if lb is not None:
-            extra.append(f"lower bound {float(lb):.4f}")
-        if lv is not None:
-            extra.append(f"at level used {float(lv):.4g}")
-        headline.insert(0, ("certification", verdict + (f" ({', '.join(extra)})" if extra else "")))
+        looks_taken = _get(cert, "looks") or 1
+        correction = str(_get(cert, "correction") or "none")
+        if correction.startswith("none") and int(looks_taken) > 1:
+            verdict += f" — UNCORRECTED for {int(looks_taken)} looks (actual level below claimed)"
+        if metric_prior_only:
+            verdict += " — PRIOR ONLY: no label informs " + metric
+        if _get(cert, "borderline"):
+            verdict += " — BORDERLINE (margin below the Monte Carlo error)"
+        headline.insert(0, ("certification", verdict))
     if truth and metric in truth:
         headline.append((f"true {metric} (known in this simulation)", f"{truth[metric]:.4f}"))
 
     tables: list[tuple[str, pd.DataFrame]] = []
     cert_rows = _certification_rows(cert) if cert is not None else []
     summary = post.summary(level=level)
+    status = _metric_status(post, summary.index, info)
+    if "informed" in summary.columns:
+        summary = summary.drop(columns="informed")
+    if prior_only:
+        summary = summary.astype(object)
+        for m in prior_only:
+            if m in summary.index:
+                summary.loc[m, :] = np.nan
+    summary.insert(0, "labels inform it", [status[q] for q in summary.index])
     if truth:
         summary["true value"] = [truth.get(q, np.nan) for q in summary.index]
     tables.append(("Posterior of every metric", summary))
-    tables.append(("Strata", post.strata_table()))
+    strata_tab = post.strata_table()
+    unlabelled = strata_tab["labelled"].to_numpy() == 0
+    if unlabelled.any():
+        rate_cols = [c for c in strata_tab.columns if str(c).startswith("rate")]
+        strata_tab = strata_tab.astype({c: object for c in rate_cols})
+        strata_tab.loc[unlabelled, rate_cols] = np.nan
+    strata_tab.insert(
+        0, "labels inform it", np.where(unlabelled, "PRIOR ONLY", "yes").astype(object)
+    )
+    tables.append(("Strata", strata_tab))
 
     shown = [metric] + [
         m for m in ("precision", "recall", "f1", "accuracy") if m in post.metrics and m != metric
     ]
-    shown = shown[:max_metrics]
+    shown = [m for m in shown if m not in prior_only][:max_metrics]
     targets = {metric: float(target)} if target is not None else {}
     extra: dict[str, tuple[float, str]] = {}
-    caption = f"Posterior of each metric; dotted: {level:.0%} one-sided lower bound; dashed: target"
-    used = _get(cert, "level_used")
-    if used is not None and abs(float(used) - level) > 1e-12:
+    caption = (
+        f"Posterior of each metric; dashed red: target; dotted blue: {level:g} one-sided lower "
+        f"bound; bar: {max(2 * level - 1, 0.01):.0%} equal-tailed interval, whose lower end is "
+        "that bound"
+    )
+    corrected_used = used is not None and abs(float(used) - level) > 1e-12
+    if corrected_used:
         extra[metric] = (
             post.lower_bound(metric, float(used)),
             f"lower bound at level used {float(used):.4g}",
         )
-        caption += f"; dash-dot: lower bound at the corrected nominal level {float(used):.4g}"
+        caption += (
+            f"; dash-dot purple on {metric}: the decision bound, at the corrected nominal level "
+            f"{float(used):.4g}"
+        )
+    traj_caption = "Estimate and lower bound against labels used (one point per look)."
+    if (
+        traj is not None
+        and corrected_used
+        and not any(v in traj.variables for v in ("lower_bound_used", "lower_bound_corrected"))
+    ):
+        traj_caption += (
+            f" The bound drawn is at the nominal {level:g}, not at the corrected level used "
+            f"{float(used):.4g}: the trajectory does not carry the corrected bound."
+        )
     draw = bool(figures)
     notes: list[str] = []
     figures_out: list[tuple[str, str, bytes]] = []
-    exact = _plots.exact_metrics(post, shown)
-    if exact:
+    if prior_only:
+        strata_ids = sorted({k for m in prior_only for k in info[m].unlabelled_strata})
+        sizes = np.asarray(post.datatree["constant_data"]["N"].values)
+        share = float(sizes[strata_ids].sum() / sizes.sum())
         notes.append(
-            "Known exactly (every relevant item labelled, so no posterior density is drawn): "
-            + ", ".join(f"{m} = {post.mean(m):.4f}" for m in exact)
-            + "."
+            f"PRIOR ONLY (greyed, no value shown): {', '.join(prior_only)}. Each depends on "
+            f"strata without a single label ({_ranges(strata_ids)}: {share:.1%} of the "
+            "population), whose rates come from the prior alone; their distribution is the "
+            "prior's, not an estimate. Label those strata to estimate them."
         )
-    if draw and len(exact) < len(shown):
+    exact = _plots.exact_metrics(post, shown)
+    for m in exact:
+        if status.get(m) == "exact (all labelled)":
+            notes.append(
+                f"Known exactly: {m} = {post.mean(m):.4f} (every item it depends on is labelled, "
+                "so no posterior density is drawn)."
+            )
+        else:
+            notes.append(
+                f"{m} = {post.mean(m):.4f} in every draw, with no uncertainty: it is constant by "
+                "definition on this population (e.g. without predicted positives F1 is 0 whenever "
+                "there are positives), not because labels pin it down."
+            )
+    if draw and shown and len(exact) < len(shown):
         figures_out.append(
             (
                 "posterior",
@@ -414,7 +526,7 @@ def build_report(
         figures_out.append(
             (
                 "trajectory",
-                "Estimate and lower bound against labels used (one point per look).",
+                traj_caption,
                 _plots.trajectory_png(
                     traj,
                     metric=metric,
@@ -481,17 +593,39 @@ figcaption{font-size:.85em;color:#555}
 .accepted{color:#1a7f37;font-weight:700}.rejected{color:#b42318;font-weight:700}
 .note{font-size:.9em;color:#444}
 .certification td{text-align:left}.certification th{text-align:left}
+tr.prior-only td,tr.prior-only th{color:#9a9a9a;background:#f2f2f2;font-style:italic}
+.prior-note{color:#6b6b6b;border-left:4px solid #bbb;padding-left:.6em}
 """
 
 
+def _cell_html(value: Any) -> str:
+    if value is None or (isinstance(value, float | np.floating) and np.isnan(value)):
+        return "—"
+    if isinstance(value, bool | np.bool_):
+        return "yes" if value else "no"
+    if isinstance(value, float | np.floating):
+        return f"{float(value):.4g}"
+    return html.escape(str(value))
+
+
 def _table_html(frame: pd.DataFrame, cls: str = "") -> str:
-    return frame.to_html(
-        classes=cls or None,
-        border=0,
-        float_format=lambda v: f"{v:.4g}",
-        na_rep="—",
-        escape=True,
-    )
+    """A table; rows whose "labels inform it" cell says PRIOR ONLY get the ``prior-only`` class
+    (greyed)."""
+    esc = html.escape
+    attr = f' class="{esc(cls)}"' if cls else ""
+    head = [frame.index.name or "", *map(str, frame.columns)]
+    parts = [f"<table{attr}><thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in head)]
+    parts.append("</tr></thead><tbody>")
+    status_col = "labels inform it" if "labels inform it" in frame.columns else None
+    for idx, row in frame.iterrows():
+        prior_only = status_col is not None and row[status_col] == "PRIOR ONLY"
+        rcls = ' class="prior-only"' if prior_only else ""
+        cells = "".join(f"<td>{_cell_html(v)}</td>" for v in row.tolist())
+        parts.append(
+            f'<tr{rcls} data-quantity="{esc(str(idx))}"><th>{esc(str(idx))}</th>{cells}</tr>'
+        )
+    parts.append("</tbody></table>")
+    return "".join(parts)
 
 
 def render_html(report: Report) -> str:
@@ -512,7 +646,8 @@ def render_html(report: Report) -> str:
         parts.append(f"<tr><td>{esc(key)}</td><td{cls}>{esc(value)}</td></tr>")
     parts.append("</table>")
     for note in report.notes:
-        parts.append(f'<p class="note">{esc(note)}</p>')
+        cls = "note prior-note" if note.startswith("PRIOR ONLY") else "note"
+        parts.append(f'<p class="{cls}">{esc(note)}</p>')
     if report.certification:
         parts.append('<h2>Certification</h2><table class="certification">')
         for key, value in report.certification:

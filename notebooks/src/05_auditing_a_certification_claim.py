@@ -19,6 +19,8 @@ import os
 import tempfile
 from pathlib import Path
 
+import arviz_plots as azp
+import matplotlib.pyplot as plt
 import pandas as pd
 
 import bayes_eval as be
@@ -37,8 +39,9 @@ print(f"(known only to this simulation) true F1 = {data.true_metrics()['f1']:.3f
 # ## 1. Design: strata over the score, an allocation that targets F1, a corrected acceptance rule
 #
 # * Strata: equal-size over the score, 8 per predicted side (the threshold is always a boundary).
-# * Design: `posterior_variance` sends each batch where it most reduces the posterior variance of
-#   F1. (`proportional` is the simple, robust alternative.)
+# * Design: `proportional` — each batch spread over the strata in proportion to their sizes, the
+#   simple, robust choice used below. (`posterior_variance` sends each batch where it most reduces
+#   the posterior variance of F1; swap it in with `design="posterior_variance"`.)
 # * Stop rule: accept as soon as P(F1 ≥ 0.55) reaches the **corrected** nominal level — calibrated
 #   before the first look by simulating this very procedure under the least-favourable truth
 #   (F1 exactly 0.55) — or stop at the budget.
@@ -62,11 +65,47 @@ print(strata)
 print(audit_dir)
 
 # %% [markdown]
-# ## 2. Label in batches and look after each one
+# ## 2. The real judge loop: propose → export → record, over days
 #
-# In real life `oracle` is your judges: `audit.propose(BATCH)` gives the ids to send,
-# `audit.record(ids, labels)` stores their answers (or use the CLI: `bayes-eval next` /
-# `bayes-eval record`). Here the simulated judge answers from the truth.
+# With human judges the audit lives in its directory and each working day is a separate session:
+# reopen the audit, **propose** a batch, **export** it as a CSV for the judges, and **record** the
+# CSV they send back (validated, all or nothing). The CLI does the same (`bayes-eval next` /
+# `bayes-eval record`). Here the judges' answers come from the simulated judge, written to the CSV
+# the way a judge would fill it in. Every look is counted: the certification printed each day says
+# UNCORRECTED once there was more than one look and no sequential correction.
+
+# %%
+DAYS = 3
+judge_dir = Path(tempfile.mkdtemp()) / "judge_loop"
+be.Audit(
+    pop,
+    strata=strata,
+    metric="f1",
+    design="proportional",
+    prior="jeffreys",
+    rng=11,
+    path=judge_dir,
+    draws=4000,
+)
+for day in range(1, DAYS + 1):
+    day_audit = be.Audit.open(judge_dir, pop)  # a new session every day, from disk
+    ids = day_audit.propose(BATCH)  # 1. propose
+    to_judges = judge_dir / f"batch_day{day}.csv"
+    pd.DataFrame({"id": ids}).to_csv(to_judges, index=False)  # 2. export for the judges
+    answered = pd.read_csv(to_judges)  # ... the judges add a 0/1 "label" column ...
+    answered["label"] = data.oracle(answered["id"].to_numpy())
+    answered.to_csv(judge_dir / f"labels_day{day}.csv", index=False)
+    back = pd.read_csv(judge_dir / f"labels_day{day}.csv")
+    day_audit.record(back["id"].to_numpy(), back["label"].to_numpy())  # 3. record
+    day_post = day_audit.estimate()
+    day_cert = be.certify(day_post, metric="f1", target=CLAIM, level=LEVEL, looks=day)
+    print(f"day {day}: {day_audit.n_labels} labels; {day_cert.headline()}")
+
+# %% [markdown]
+# ## 3. The same audit run to the end, with the corrected stopping rule
+#
+# `audit.run(oracle, ...)` is the loop above in one call, for simulations: it proposes, asks the
+# oracle, records and looks after every batch until the corrected rule accepts or the budget ends.
 
 # %%
 result = audit.run(data.oracle, budget=BUDGET, batch_size=BATCH, stop=rule)
@@ -75,7 +114,7 @@ print(f"stopped by: {result.stopped_by}")
 print(cert)
 
 # %% [markdown]
-# ## 3. What the naive procedure would have said
+# ## 4. What the naive procedure would have said
 #
 # Two naive readings: the final posterior read at the nominal 95% as if it were the only look, and
 # a second audit (same design and seed) that stops at the first look where the *uncorrected* 95%
@@ -122,7 +161,7 @@ print(key.round(4).to_string())
 # the corrected rule does not.
 
 # %% [markdown]
-# ## 4. Resume, and the report
+# ## 5. Resume, the figures, and the report
 #
 # Reopening the directory gives the same audit back (same labels, same future proposals). The
 # report is a self-contained HTML file with the posterior of each metric (target and bound marked),
@@ -139,3 +178,53 @@ report = be.write_report(
 )
 print(f"report: {report} ({report.stat().st_size / 1e3:.0f} kB)")
 print(post.summary().round(3).to_string())
+
+# %% [markdown]
+# ### The figures an auditor needs
+#
+# 1. The posterior of F1 with the claim and the **decision** bound (the bound at the corrected
+#    level the decision used) — drawn by arviz-plots on the posterior's DataTree.
+# 2. Prior against posterior (`plot_prior_posterior` on the DataTree's `prior` group): how far the
+#    labels moved each metric away from what the prior alone says. A metric the labels do not
+#    inform (`post.prior_only`) would show the two on top of each other.
+# 3. The stratum rates with their labels, and the estimate against labels used.
+
+# %%
+pc = azp.plot_dist(post.datatree, var_names=["f1"], ci_kind="eti", ci_prob=2 * LEVEL - 1)
+azp.add_lines(
+    pc, values={"f1": [CLAIM]}, visuals={"ref_line": {"color": "#c0392b", "linestyle": "--"}}
+)
+azp.add_lines(
+    pc,
+    values={"f1": [cert.lower_bound]},
+    visuals={"ref_line": {"color": "#7b3294", "linestyle": "-."}},
+)
+plt.gcf().suptitle(
+    f"F1: claim {CLAIM} (dashed), decision bound {cert.lower_bound:.3f} at level used "
+    f"{cert.level_used:.4f} (dash-dot); bar: {2 * LEVEL - 1:.0%} interval",
+    fontsize=9,
+)
+plt.show()
+print("prior only:", post.prior_only or "none: every metric is informed by labels")
+azp.plot_prior_posterior(post.datatree, var_names=["f1", "precision", "recall"])
+plt.show()
+azp.plot_forest(post.datatree, var_names=["theta"])
+plt.show()
+traj = result.trajectory
+if traj is not None:
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    f1_traj = traj.sel(metric="f1") if "metric" in traj.dims else traj
+    ax.plot(f1_traj["n_labels"], f1_traj["mean"], marker="o", ms=3, label="posterior mean")
+    ax.plot(
+        f1_traj["n_labels"],
+        f1_traj["lower"],
+        marker="o",
+        ms=3,
+        label=f"{LEVEL:g} lower bound (uncorrected)",
+    )
+    ax.axhline(CLAIM, color="#c0392b", ls="--", label="claim")
+    ax.axhline(cert.lower_bound, color="#7b3294", ls="-.", label="final decision bound")
+    ax.set_xlabel("labels used")
+    ax.set_ylabel("F1")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    plt.show()
