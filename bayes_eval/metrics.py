@@ -15,6 +15,7 @@ Conventions (documented, tested):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -27,6 +28,7 @@ __all__ = [
     "metric_of_positives",
     "metric_values",
     "register_metric",
+    "relevant_sides",
 ]
 
 
@@ -221,3 +223,23 @@ def metric_of_positives(
 ) -> float:
     """The metric of one population whose positives per stratum are ``positives`` (K,)."""
     return float(metric_values(metric, np.asarray(positives)[None, :], sizes, predicted)[metric][0])
+
+
+@functools.cache
+def relevant_sides(metric: str) -> tuple[bool, bool]:
+    """Whether ``metric`` depends on the predicted-negative and on the predicted-positive side.
+
+    Checked numerically: the metric is evaluated at random confusion counts and again with
+    positives moved between the cells of one side (``fn <-> tn`` or ``tp <-> fp``); a side whose
+    split never changes the value is irrelevant (precision ignores the negative side, npv the
+    positive one): its strata need no posterior draws, and its labels do not inform the metric.
+    """
+    gen = np.random.default_rng(20240601)
+    tp, fp, fn, tn = gen.uniform(1.0, 100.0, size=(4, 64))
+    d = gen.uniform(0.1, 0.9, size=64)
+    f = METRICS[metric].func
+    with np.errstate(divide="ignore", invalid="ignore"):
+        base = f(tp, fp, fn, tn)
+        neg = not np.allclose(f(tp, fp, fn + d, tn - d), base, rtol=1e-12, atol=0.0)
+        pos = not np.allclose(f(tp + d, fp - d, fn, tn), base, rtol=1e-12, atol=0.0)
+    return bool(neg), bool(pos)

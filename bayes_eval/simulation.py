@@ -59,7 +59,7 @@ from ._validation import (
     check_positive_int,
 )
 from .designs import DESIGNS, make_design
-from .metrics import METRICS, metric_of_positives, metric_values
+from .metrics import METRICS, metric_of_positives, metric_values, relevant_sides
 from .models import design_prior
 from .posterior import MODELS, estimate_from_stratum_counts
 from .priors import Prior, resolve_prior
@@ -161,24 +161,6 @@ def _build_design(spec: Any, options: dict[str, Any], true_rates: np.ndarray) ->
     if "rates" in params and "rates" not in options:
         options = {**options, "rates": true_rates}
     return make_design(spec, **options)
-
-
-def relevant_sides(metric: str) -> tuple[bool, bool]:
-    """Whether ``metric`` depends on the predicted-negative and on the predicted-positive side.
-
-    Checked numerically: the metric is evaluated at random confusion counts and again with
-    positives moved between the cells of one side (``fn <-> tn`` or ``tp <-> fp``); a side whose
-    split never changes the value is irrelevant (precision ignores the negative side, npv the
-    positive one), and its strata need no posterior draws.
-    """
-    gen = np.random.default_rng(20240601)
-    tp, fp, fn, tn = gen.uniform(1.0, 100.0, size=(4, 64))
-    d = gen.uniform(0.1, 0.9, size=64)
-    f = METRICS[metric].func
-    base = f(tp, fp, fn, tn)
-    neg = not np.allclose(f(tp, fp, fn + d, tn - d), base, rtol=1e-12, atol=0.0)
-    pos = not np.allclose(f(tp + d, fp - d, fn, tn), base, rtol=1e-12, atol=0.0)
-    return bool(neg), bool(pos)
 
 
 def _metric_draws(

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import bayes_eval as be
-from bayes_eval.simulation import relevant_sides, truth_counts
+from bayes_eval.metrics import relevant_sides
+from bayes_eval.simulation import truth_counts
 from bayes_eval.stop import StopDecision, StopRule
 
 
