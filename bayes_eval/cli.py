@@ -985,28 +985,6 @@ def ledger_trajectory(audit: Any, level: float, *, draws: int = 4000, max_looks:
 
 
 # ------------------------------------------------------------------------------ certify
-CALIBRATION_FILE = "cli_calibration.json"
-
-
-def planning_rates(strata: Any, prior_a: Any, prior_b: Any) -> tuple[Any, str]:
-    """Plausible stratum rates for the least-favourable truth, chosen without the audit's labels:
-    the stratum score midpoints when scores lie in [0, 1] (read as probabilities), else the prior
-    means. (The calibration shifts them until the metric equals the target; only their shape
-    matters.)"""
-    import numpy as np
-
-    lo, hi = np.asarray(strata.score_min), np.asarray(strata.score_max)
-    if np.all(np.isfinite(lo)) and lo.min() >= 0.0 and hi.max() <= 1.0:
-        return np.clip((lo + hi) / 2.0, 0.0, 1.0), "scores"
-    a, b = np.asarray(prior_a, dtype=float), np.asarray(prior_b, dtype=float)
-    return a / (a + b), "prior"
-
-
-def audit_prior(audit: Any) -> tuple[Any, Any]:
-    """The audit's per-stratum Beta prior ``(a, b)``."""
-    return audit.prior_a, audit.prior_b
-
-
 def corrected_certification(
     audit: Any,
     post: Any,
@@ -1022,93 +1000,30 @@ def corrected_certification(
 ) -> tuple[Any, Any]:
     """Certification with the sequential correction, and the calibration's coverage curve.
 
-    Simulates the audit's procedure (its strata, design, prior, a look after every
-    ``batch_size`` labels up to ``budget``) under the least-favourable truth with
-    :func:`bayes_eval.sequential.calibrate_sequential`, takes the corrected nominal level for the
-    actual ``level`` and certifies at it. The result is cached in ``cache_dir`` by a key of
-    everything it depends on (it does not depend on the labels).
+    The correction is the one calibration path of the package,
+    :func:`bayes_eval.sequential.correction_for`, run on the audit's procedure (its strata,
+    design, prior, a look after every ``batch_size`` labels up to ``budget``) with planning rates
+    chosen without the labels, and cached in the audit directory with every other correction of
+    the audit (the stop rule's included). ``cache_dir`` is kept for callers; the audit's own path
+    is used.
     """
     import dataclasses
 
-    import numpy as np
-    import xarray as xr
-
     import bayes_eval as be
 
-    from .sequential import calibrate_sequential, calibration_key
+    from .sequential import correction_for
 
-    strata = audit.strata
-    rates, source = planning_rates(strata, audit.prior_a, audit.prior_b)
-    seed = int(audit.seed)
-    key = calibration_key(
-        sizes=np.asarray(strata.sizes),
-        predicted=np.asarray(strata.predicted, dtype=int),
-        design=str(audit.design_name),
-        options=dict(audit.design_options or {}),
-        metric=audit.metric,
+    procedure = audit.procedure(budget=budget, batch_size=batch_size)
+    corr = correction_for(
+        procedure,
         target=target,
         level=level,
-        prior=audit.prior_description,
-        batch=batch_size,
-        budget=budget,
-        rates=rates,
         n_sims=n_sims,
         max_mcse=max_mcse,
-        seed=seed,
-        finite_population=bool(audit.finite_population),
+        rates="planning",
+        rng=int(audit.seed),
     )
-    file = None if cache_dir is None else Path(cache_dir) / CALIBRATION_FILE
-    stored = None
-    if file is not None and file.is_file():
-        try:
-            data = json.loads(file.read_text(encoding="utf-8"))
-        except ValueError:
-            data = {}
-        if data.get("key") == key:
-            stored = data
-    if stored is None:
-        cal = calibrate_sequential(
-            strata,
-            metric=audit.metric,
-            target=target,
-            design=audit.design_name,
-            design_options=audit.design_options or None,
-            batch_size=batch_size,
-            budget=budget,
-            prior=(audit.prior_a, audit.prior_b),
-            rates=rates,
-            finite_population=bool(audit.finite_population),
-            n_sims=n_sims,
-            max_mcse=max_mcse,
-            rng=seed,
-        )
-        curve = cal.curve
-        stored = {
-            "key": key,
-            "level": level,
-            "level_used": cal.corrected_level(level),
-            "describe": cal.describe(level).replace(
-                "from user rates", f"from {source}-based planning rates"
-            ),
-            "rates_source": source,
-            "n_sims": n_sims,
-            "curve": {
-                name: np.asarray(curve[name].values).tolist()
-                for name in ("nominal", "actual", "mcse", "accept_rate", "mean_labels")
-            },
-        }
-        if file is not None:
-            _write_atomic(file, json.dumps(stored, indent=1) + "\n")
-    c = stored["curve"]
-    curve = xr.Dataset(
-        {
-            name: ("nominal", np.asarray(c[name]))
-            for name in ("actual", "mcse", "accept_rate", "mean_labels")
-        },
-        coords={"nominal": np.asarray(c["nominal"])},
-        attrs={"corrected_level": stored["level_used"], "level": level},
-    )
-    used = float(stored["level_used"])
+    curve = corr.curve.assign_attrs(corrected_level=corr.level_used, level=level)
     base = be.certify(
         post,
         metric=audit.metric,
@@ -1119,11 +1034,11 @@ def corrected_certification(
     )
     cert = dataclasses.replace(
         base,
-        accepted=bool(base.prob_at_least >= used),
-        lower_bound=post.lower_bound(audit.metric, used),
-        level_used=used,
-        correction=stored["describe"],
-        correction_mcse=float(np.sqrt(level * (1 - level) / n_sims)),
+        accepted=bool(base.prob_at_least >= corr.level_used),
+        lower_bound=post.lower_bound(audit.metric, corr.level_used),
+        level_used=corr.level_used,
+        correction=corr.description,
+        correction_mcse=corr.mcse,
     )
     return cert, curve
 
@@ -1434,7 +1349,6 @@ def demo(
 
     from ._validation import check_level
     from .report import write_report
-    from .sequential import calibrate_sequential
     from .strata import stratify
 
     check_level(level, "--level")
@@ -1497,25 +1411,11 @@ def demo(
         progress.update(task, total=result.n_labels, completed=result.n_labels)
         # the coverage curve for the report: the same simulation as the stop rule's (same
         # strata, design, schedule, prior, planning rates and seed, hence the same numbers)
-        curve_task = progress.add_task("coverage curve for the report", total=1)
-        cal = calibrate_sequential(
-            st,
-            metric="f1",
-            target=target,
-            design=design,
-            batch_size=batch_size,
-            budget=budget,
-            prior="jeffreys",
-            rates=planning_rates(st, *audit_prior(audit))[0],
-            n_sims=n_sims,
-            max_mcse=max_mcse,
-            rng=seed,
-        )
-        progress.update(curve_task, completed=1)
+        # the coverage curve for the report: the stop rule's own correction (one calibration)
+        correction = rule.correction
     cert = result.certification
     post = result.posterior
     _print_certification(cert)
-    same = abs(cal.corrected_level(level) - cert.level_used) < 1e-12
     trajectory = result.trajectory.copy()
     trajectory.attrs["lower_bound_label"] = f"{level:g} one-sided lower bound (nominal)"
     with _spinner("drawing the report"):
@@ -1524,7 +1424,7 @@ def demo(
             out,
             certification=cert,
             trajectory=trajectory,
-            calibration=cal if same else None,
+            calibration=correction,
             metric="f1",
             target=target,
             level=level,

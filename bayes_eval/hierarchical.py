@@ -677,5 +677,3 @@ def _raw_scale(score_mean: np.ndarray, kind: str) -> tuple[np.ndarray, float, fl
     c = float(x.mean())
     s = float(x.std()) if x.size > 1 else 0.0
     return x, c, (s if s > 1e-12 else 1.0)
-
-

@@ -314,12 +314,14 @@ def _calibration_of(
     cert: Any, calibration: Any, level: float
 ) -> tuple[xr.Dataset | None, float | None]:
     """The coverage curve (Dataset) and corrected nominal level from a calibration argument
-    (Dataset or SequentialCalibration) or from the certification."""
+    (Dataset, SequentialCalibration or Correction) or from the certification."""
     cal = calibration if calibration is not None else _get(cert, "calibration")
     if cal is None:
         return None, None
     if isinstance(cal, xr.Dataset):
         return cal, None
+    if hasattr(cal, "level_used") and isinstance(getattr(cal, "curve", None), xr.Dataset):
+        return cal.curve, float(cal.level_used)  # a sequential Correction
     curve = getattr(cal, "curve", None)
     if not isinstance(curve, xr.Dataset):
         raise TypeError(

@@ -130,7 +130,7 @@ def test_round_trip_parquet(parquet_file, population_frame, tmp_path):
     res = run("certify", audit, "--corrected", "--n-sims", "300", "--max-mcse", "0.02")
     assert res.exit_code == 0, res.output
     assert "sequential correction: nominal" in flat(res.stdout)
-    cached = json.loads((audit / "cli_calibration.json").read_text())
+    (cached,) = json.loads((audit / "sequential_calibration.json").read_text()).values()
     assert 0.9 < cached["level_used"] < 1.0 and cached["n_sims"] == 300
 
     out = tmp_path / "report.html"

@@ -25,8 +25,6 @@ __all__ = [
 SUPPORTED_METRICS = ("f1", "precision", "recall", "accuracy", "specificity", "npv", "prevalence")
 
 
-
-
 # ------------------------------------------------------------------------------------ kernels
 def linear_form(
     metric: str, target: float, predicted: np.ndarray, sizes: np.ndarray

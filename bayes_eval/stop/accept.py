@@ -129,6 +129,11 @@ class Accept(StopRule):
         self._schedule = self._stored.looks
 
     @property
+    def correction(self) -> Correction | None:
+        """The sequential correction applied (after :meth:`prepare`; None if uncorrected)."""
+        return self._stored
+
+    @property
     def level_used(self) -> float:
         """Nominal level applied (the corrected one after :meth:`prepare`)."""
         if not self.corrected:
