@@ -139,53 +139,62 @@ def _check_rule(r: Any) -> StopRule:
     return r
 
 
-class AnyOf(StopRule):
-    """Stop as soon as any of the rules says stop."""
+class _Combined(StopRule):
+    """Rules combined by ``|`` or ``&``: nested combinations of the same kind are flattened;
+    every rule is prepared and sees every look."""
+
+    #: " | " or " & "
+    _joiner = ""
 
     def __init__(self, *rules: StopRule) -> None:
         flat: list[StopRule] = []
         for r in rules:
             _check_rule(r)
-            flat.extend(r.rules if isinstance(r, AnyOf) else (r,))
+            flat.extend(r.rules if type(r) is type(self) else (r,))  # type: ignore[attr-defined]
         self.rules = tuple(flat)
 
     def prepare(self, procedure: Procedure) -> None:
         for r in self.rules:
             r.prepare(procedure)
+
+    def start_many(self, n_reps: int) -> dict[str, Any]:
+        return {"rules": [r.start_many(n_reps) for r in self.rules]}
+
+    def _each_many(
+        self, draws: np.ndarray, n_labels: np.ndarray, state: dict[str, Any], rows: np.ndarray
+    ) -> list[np.ndarray]:
+        return [
+            r.check_many(draws, n_labels, st, rows)
+            for r, st in zip(self.rules, state["rules"], strict=True)
+        ]
+
+    def __repr__(self) -> str:
+        return self._joiner.join(repr(r) for r in self.rules)
+
+
+class AnyOf(_Combined):
+    """Stop as soon as any of the rules says stop."""
+
+    _joiner = " | "
 
     def check(self, look: Look, posterior: Any) -> StopDecision:
         decisions = [r.check(look, posterior) for r in self.rules]
         hit = [d.reason for d in decisions if d.stop]
         return StopDecision(bool(hit), "; ".join(hit), {"rules": [d.state for d in decisions]})
 
-    def start_many(self, n_reps: int) -> dict[str, Any]:
-        return {"rules": [r.start_many(n_reps) for r in self.rules]}
-
     def check_many(
         self, draws: np.ndarray, n_labels: np.ndarray, state: dict[str, Any], rows: np.ndarray
     ) -> np.ndarray:
         out = np.zeros(len(rows), dtype=bool)
-        for r, st in zip(self.rules, state["rules"], strict=True):
-            out |= r.check_many(draws, n_labels, st, rows)
+        for hit in self._each_many(draws, n_labels, state, rows):
+            out |= hit
         return out
 
-    def __repr__(self) -> str:
-        return " | ".join(repr(r) for r in self.rules)
 
-
-class AllOf(StopRule):
+class AllOf(_Combined):
     """Stop only when every rule says stop."""
 
-    def __init__(self, *rules: StopRule) -> None:
-        flat: list[StopRule] = []
-        for r in rules:
-            _check_rule(r)
-            flat.extend(r.rules if isinstance(r, AllOf) else (r,))
-        self.rules = tuple(flat)
-
-    def prepare(self, procedure: Procedure) -> None:
-        for r in self.rules:
-            r.prepare(procedure)
+    _joiner = " & "
 
     def check(self, look: Look, posterior: Any) -> StopDecision:
         decisions = [r.check(look, posterior) for r in self.rules]
@@ -196,19 +205,14 @@ class AllOf(StopRule):
             {"rules": [d.state for d in decisions]},
         )
 
-    def start_many(self, n_reps: int) -> dict[str, Any]:
-        return {"rules": [r.start_many(n_reps) for r in self.rules]}
-
     def check_many(
         self, draws: np.ndarray, n_labels: np.ndarray, state: dict[str, Any], rows: np.ndarray
     ) -> np.ndarray:
+        # every rule sees every look (stateful rules keep counting)
         out = np.ones(len(rows), dtype=bool)
-        for r, st in zip(self.rules, state["rules"], strict=True):
-            out &= r.check_many(draws, n_labels, st, rows)  # every rule sees every look
+        for hit in self._each_many(draws, n_labels, state, rows):
+            out &= hit
         return out
-
-    def __repr__(self) -> str:
-        return " & ".join(repr(r) for r in self.rules)
 
 
 def _real(value: Any, name: str) -> float:
