@@ -185,7 +185,6 @@ def webber_scenarios(
                     metric=metric,
                     target=tm,
                     design=make_design("random"),
-                    design_name="random",
                     batch_size=step,
                     schedule=np.arange(step, budget + 1, step),
                     finite_population=True,
