@@ -17,7 +17,12 @@ import pandas as pd
 
 from ._validation import check_level, check_option
 
-__all__ = ["DrawSummaries", "eti", "hdi", "mcse_quantile"]
+#: posterior draws of every result (``estimate``, ``Audit``, pair recall) unless ``draws=`` is
+#: given;
+#: simulations use fewer per simulated look (:func:`bayes_eval.simulate`, ``draws=2000``)
+DEFAULT_DRAWS: int = 40_000
+
+__all__ = ["DEFAULT_DRAWS", "DrawSummaries", "eti", "hdi", "mcse_quantile"]
 
 
 def _array_stats() -> Any:

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ._draws import DEFAULT_DRAWS
 from .priors import Prior
 
 __all__ = ["Look", "Procedure"]
@@ -53,7 +54,7 @@ class Procedure:
     model: str
     prior: Prior
     finite_population: bool = True
-    draws: int = 10_000
+    draws: int = DEFAULT_DRAWS
     batch_size: int | None = None
     budget: int | None = None
     seed: int | None = None

@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from ._draws import DEFAULT_DRAWS
 from ._loop import allocate, design_state, scheduled_batch
 from ._sampler import make_sampler
 from ._validation import RNGLike, as_generator, check_level, check_option, check_positive_int
@@ -55,7 +56,7 @@ from .ledger import (
     write_json_atomic,
 )
 from .metrics import METRICS
-from .models import design_prior
+from .models import DEFAULT_MODEL, design_prior
 from .posterior import MODELS, MetricPosterior, estimate_from_stratum_counts
 from .priors import NAMED_PRIORS, Prior, resolve_prior
 from .stop import Look, Procedure, StopDecision, StopRule, find_certifier
@@ -270,9 +271,9 @@ class Audit:
         prior: Any = "jeffreys",
         rng: RNGLike = None,
         path: str | Path | None = None,
-        model: str = "independent",
+        model: str = DEFAULT_MODEL,
         design_options: dict[str, Any] | None = None,
-        draws: int = 10_000,
+        draws: int = DEFAULT_DRAWS,
         finite_population: bool = True,
         read_only: bool = False,
     ) -> None:

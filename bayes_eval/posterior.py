@@ -40,13 +40,13 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from ._draws import DrawSummaries, eti
+from ._draws import DEFAULT_DRAWS, DrawSummaries, eti
 from ._informed import MetricInformation, information_from_counts, metric_information
 from ._sampling import draw_beta, draw_remainder
 from ._validation import RNGLike, as_generator, check_option, check_positive_int
 from .labels import coerce_labels
 from .metrics import METRICS, confusion_from_positives, resolve_metrics
-from .models import MODELS
+from .models import DEFAULT_MODEL, MODELS
 from .priors import Prior, resolve_prior
 from .strata import Strata
 
@@ -200,7 +200,7 @@ def posterior_from_theta(
     metrics: tuple[str, ...] | None,
     rng: np.random.Generator,
     sampler: str = "fast",
-    model: str = "independent",
+    model: str = DEFAULT_MODEL,
     score_min: np.ndarray | None = None,
     score_max: np.ndarray | None = None,
     extra_groups: dict[str, xr.Dataset] | None = None,
@@ -365,11 +365,11 @@ def estimate(
     *,
     prior: Any = "jeffreys",
     finite_population: bool = True,
-    draws: int = 40_000,
+    draws: int = DEFAULT_DRAWS,
     rng: RNGLike = None,
     metrics: str | tuple[str, ...] | None = None,
     sampler: str = "fast",
-    model: str = "independent",
+    model: str = DEFAULT_MODEL,
     **model_kwargs: Any,
 ) -> MetricPosterior:
     """Posterior of precision, recall, F1, accuracy... from labels on a stratified population.
@@ -455,11 +455,11 @@ def estimate_from_stratum_counts(
     *,
     prior: Any = "jeffreys",
     finite_population: bool = True,
-    draws: int = 40_000,
+    draws: int = DEFAULT_DRAWS,
     rng: RNGLike = None,
     metrics: str | tuple[str, ...] | None = None,
     sampler: str = "fast",
-    model: str = "independent",
+    model: str = DEFAULT_MODEL,
     **model_kwargs: Any,
 ) -> MetricPosterior:
     """:func:`estimate` from per-stratum label counts ``n_k`` and positives ``h_k``.
@@ -528,7 +528,7 @@ def estimate_counts(
     *,
     predicted_sizes: tuple[int, int] | None = None,
     prior: Any = "jeffreys",
-    draws: int = 40_000,
+    draws: int = DEFAULT_DRAWS,
     rng: RNGLike = None,
     metrics: str | tuple[str, ...] | None = None,
 ) -> MetricPosterior:

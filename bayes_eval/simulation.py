@@ -60,7 +60,7 @@ from ._validation import (
 )
 from .designs import DESIGNS, make_design
 from .metrics import METRICS, metric_of_positives, metric_values, relevant_sides
-from .models import design_prior
+from .models import DEFAULT_MODEL, design_prior
 from .posterior import MODELS, estimate_from_stratum_counts
 from .priors import Prior, resolve_prior
 from .stop import AnyOf, Look, Procedure, StopRule, supports_many
@@ -254,7 +254,7 @@ def simulate(
     rng: RNGLike = 0,
     design_options: Mapping[str, Mapping[str, Any]] | None = None,
     finite_population: bool = True,
-    model: str = "independent",
+    model: str = DEFAULT_MODEL,
     trajectory: bool = True,
     truth: Any = None,
 ) -> dict[str, xr.Dataset]:

@@ -20,7 +20,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MODELS", "ModelRegistry", "design_prior"]
+__all__ = ["DEFAULT_MODEL", "MODELS", "ModelRegistry", "design_prior"]
+
+#: the model every entry point uses when none is named (``estimate``, ``Audit``, ``simulate``, the
+#: sequential calibration, the CLI and the demo all read this one constant)
+DEFAULT_MODEL: str = "independent"
 
 #: built-in models: name -> (module, function), imported on first use
 _BUILTIN: dict[str, tuple[str, str]] = {

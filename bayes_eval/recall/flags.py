@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from .._draws import DEFAULT_DRAWS
 from .._sampling import draw_beta, draw_remainder
 from .._validation import RNGLike, as_generator, check_positive_int
 from ..labels import as_label_values
@@ -166,7 +167,7 @@ def pair_recall_from_flags(
     selection: Any = None,
     prior: Any = "jeffreys",
     finite_population: bool = True,
-    draws: int = 40_000,
+    draws: int = DEFAULT_DRAWS,
     rng: RNGLike = None,
     delta_1: float | tuple[float, float] = 1.0,
     capture_prior: Any = "jeffreys",

@@ -18,6 +18,7 @@ import numpy as np
 import xarray as xr
 from scipy import special
 
+from .._draws import DEFAULT_DRAWS
 from .._sampling import draw_beta, draw_remainder
 from .._validation import RNGLike, as_generator, check_option, check_positive_int
 from ..priors import resolve_prior
@@ -195,7 +196,7 @@ def pair_recall(
     labels_12: tuple[int, int] | None = None,
     universe: int | None = None,
     prior: Any = "jeffreys",
-    draws: int = 40_000,
+    draws: int = DEFAULT_DRAWS,
     rng: RNGLike = None,
     *,
     precision_1: float | None = None,

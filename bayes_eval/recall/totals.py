@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from .._draws import eti
+from .._draws import DEFAULT_DRAWS, eti
 from .._validation import RNGLike, as_generator, check_level, check_option, check_positive_int
 from ..priors import resolve_prior
 from ._common import PairRecall, _now, _posterior_dataset
@@ -125,7 +125,7 @@ def pairwise_totals(
     prob: float = 0.95,
     prior: Any = "jeffreys",
     finite_population: bool = True,
-    draws: int = 40_000,
+    draws: int = DEFAULT_DRAWS,
     rng: RNGLike = None,
 ) -> PairwiseTotals:
     """:math:`\\hat n` from every pair of three or more classifiers, with shared draws.
