@@ -15,14 +15,27 @@ and :func:`bayes_eval.pair_recall_from_flags` (flags form):
    equal-tailed interval hold the *realised* recall of classifier 1. Columns ``old``: the earlier
    method (counts: independent Beta precisions and plug-in Eq. 1; flags: finite-population
    plug-in Eq. 1). Target: 0.93-0.97 and 0.88-0.92. The kernels are those of the public
-   functions (``bayes_eval.recall._simulate``), vectorised over replications.
+   functions (``bayes_eval.recall._simulate``), vectorised over replications. Also shown:
+   ``lb_rnd``, ``in_rnd``, the same coverages by the randomised PIT (the realised recall is
+   discrete, so an interval whose ends sit on atoms covers more than its level; splitting ties
+   at random removes that excess), ``z_med`` the median over replications of
+   ``PairRecall.cell_resolution`` (posterior mean / sd of the smaller single-caught cell) and
+   ``unres`` the fraction of replications where it is below 2 (reported as unresolved).
+   Labelling stage of the counts form: each set's precision has its own prior, restricted to the
+   coherent cell counts (until this run, a Jeffreys prior sat on every *cell*'s rate, which pulls
+   a small, poorly measured cell :math:`|T \\cap A_2 \\setminus A_1|` towards 0: lower-bound
+   coverage 0.910 at recalls 0.9 / 0.7, :math:`|T| \\approx 200`, 200 labels per set).
 2. **Public API spot check**: the same through ``be.pair_recall`` / ``be.pair_recall_from_flags``
    on built flag arrays, one grid cell.
+2b. **Third classifier** (``be.recall_from_total``, section 6 of the paper) from a pair's
+   capture-layer :math:`|T|`, the pair's cells from Eq. (1) (labels of :math:`A_{12}`) or from
+   Eq. (2) (no labels of :math:`A_{12}`), three independent classifiers, universes redrawn.
 3. **Tables 3 and 4 of the paper** with the printed precisions taken as known: plug-in Eq. (1),
    the capture posterior's mean, and its sd against the capture-noise formula
    :math:`\\mathrm{sd}(R_1) \\approx \\frac{x_{12}}{y_2}\\sqrt{\\frac{x_1 x_2}{y_1 y_2 x_{12}}}`
    (Seber's variance of the Lincoln-Petersen :math:`\\hat n`, carried to :math:`R_1 = y_1 / n`).
-4. **delta_1 sensitivity** for one pair.
+4. **delta_1 sensitivity** for one pair, and the coverage of the worst case over the range
+   (0.9, 1.2) when the pair is in fact dependent (true delta_1 from 0.9 to 1.4).
 
 Run: ``uv run python benchmarks/bench_pair_recall.py`` (output in
 ``benchmarks/results/bench_pair_recall.txt``; about 5 minutes on 2 cores).
@@ -36,7 +49,13 @@ import warnings
 import numpy as np
 
 import bayes_eval as be
-from bayes_eval.recall._simulate import Scenario, simulate_coverage, simulate_universes
+from bayes_eval.recall._capture import delta_grid
+from bayes_eval.recall._simulate import (
+    Scenario,
+    flags_posterior_over_delta,
+    simulate_coverage,
+    simulate_universes,
+)
 
 REPS, DRAWS = 1000, 1000
 PREVALENCES = (0.0005, 0.005, 0.05)
@@ -64,7 +83,8 @@ def coverage_grid(gen: np.random.Generator) -> list[dict]:
     rows = []
     head = (
         f"{'form':<6} {'prev':>6} {'r1,r2':>8} {'labels':>6} {'|T|':>6} {'lb95':>7} "
-        f"{'int90':>7} {'width90':>8} {'lb95_old':>8} {'int90_old':>9} {'width_old':>9}"
+        f"{'int90':>7} {'width90':>8} {'lb_rnd':>6} {'in_rnd':>6} {'z_med':>6} {'unres':>5} "
+        f"{'lb95_old':>8} {'int90_old':>9} {'width_old':>9}"
     )
     print(head)
     print("-" * len(head))
@@ -80,6 +100,8 @@ def coverage_grid(gen: np.random.Generator) -> list[dict]:
                         f"{o['mean_T']:>6.0f} {o['lb95_capture']:>6.3f}"
                         f"{in_band(o['lb95_capture'], 0.93, 0.97)} {o['int90_capture']:>6.3f}"
                         f"{in_band(o['int90_capture'], 0.88, 0.92)} {o['width90_capture']:>8.4f} "
+                        f"{o['lb95_random']:>6.3f} {o['int90_random']:>6.3f} "
+                        f"{o['resolution_median']:>6.1f} {o['unresolved']:>5.2f} "
                         f"{o['lb95_old']:>8.3f} {o['int90_old']:>9.3f} {o['width90_old']:>9.4f}",
                         flush=True,
                     )
@@ -102,6 +124,30 @@ def coverage_grid(gen: np.random.Generator) -> list[dict]:
             f"  {name}: capture min {cap.min():.3f} max {cap.max():.3f} mean {cap.mean():.3f}; "
             f"old min {old.min():.3f} max {old.max():.3f} mean {old.mean():.3f}"
         )
+    rnd_lb = sum(0.93 <= r["lb95_random"] <= 0.97 for r in rows)
+    rnd_int = sum(0.88 <= r["int90_random"] <= 0.92 for r in rows)
+    print(
+        f"randomised PIT (ties of the discrete realised recall split at random): {rnd_lb} of "
+        f"{len(rows)} rows in band (lb95), {rnd_int} of {len(rows)} (int90)"
+    )
+    resolved = [r for r in rows if r["resolution_median"] >= 2.0]
+    print(
+        f"rows whose median cell resolution is >= 2 ({len(resolved)}): "
+        f"{sum(0.93 <= r['lb95_capture'] <= 0.97 for r in resolved)} in band (lb95), "
+        f"{sum(0.88 <= r['int90_capture'] <= 0.92 for r in resolved)} (int90)"
+    )
+    print("misses (coverage, its distance from the band in MC s.e., median cell resolution):")
+    for r in rows:
+        for name, (lo, hi), se in (("lb95", (0.93, 0.97), se_lb), ("int90", (0.88, 0.92), se_int)):
+            x = r[f"{name}_capture"]
+            if not lo <= x <= hi:
+                side = "conservative" if x > hi else "ANTI-conservative"
+                print(
+                    f"  {r['form']:<6} prev {r['prev']:<6g} r {r['r'][0]},{r['r'][1]} labels "
+                    f"{r['labels'] or 'all':>4}: {name} {x:.3f} ({side}, "
+                    f"{min(abs(x - lo), abs(x - hi)) / se:.1f} s.e. outside; randomised "
+                    f"{r[f'{name}_random']:.3f}; z_med {r['resolution_median']:.1f})"
+                )
     return rows
 
 
@@ -154,6 +200,73 @@ def public_api_check(gen: np.random.Generator, reps: int = 300) -> None:
     )
     for key, (lb, it) in hits.items():
         print(f"  {key:<6} lb95 {lb / reps:.3f}  int90 {it / reps:.3f}")
+    print(f"  ({time.perf_counter() - t0:.0f} s)")
+
+
+def _labels_of(gen, topic, members, n):
+    idx = np.flatnonzero(members)
+    pick = gen.choice(idx, min(n, idx.size), replace=False)
+    return int(topic[pick].sum()), int(pick.size)
+
+
+def third_classifier_check(gen: np.random.Generator, reps: int = 300) -> None:
+    """Coverage of the realised recalls of a pair and of a third classifier (recall_from_total)."""
+    universe, prev = 200_000, 0.005
+    recalls, precisions = (0.5, 0.6, 0.4), (0.6, 0.5, 0.7)
+    se = (np.sqrt(0.95 * 0.05 / reps), np.sqrt(0.09 / reps))
+    print(
+        f"\nThird classifier, {reps} universes of {universe:,} items (prevalence {prev}, recalls "
+        f"{recalls}, precisions {precisions}), MC s.e. {se[0]:.3f} / {se[1]:.3f}:"
+    )
+    print(
+        f"{'cells':<7} {'labels':>6} {'lb95 r1':>8} {'int90 r1':>9} {'lb95 r3':>8} {'int90 r3':>9}"
+    )
+    t0 = time.perf_counter()
+    for cells, lab in (("Eq. 1", 200), ("Eq. 2", 200), ("Eq. 1", None), ("Eq. 2", None)):
+        hits = np.zeros((2, 2))
+        n_lab = universe if lab is None else lab
+        for _ in range(reps):
+            topic = gen.random(universe) < prev
+            flags = []
+            for r, p in zip(recalls, precisions, strict=True):
+                fpr = prev * r * (1 - p) / p / (1 - prev)
+                flags.append(np.where(topic, gen.random(universe) < r, gen.random(universe) < fpr))
+            f1, f2, f3 = flags
+            truth = [(topic & f).sum() / topic.sum() for f in (f1, f3)]
+            joint = (
+                {"labels_12": _labels_of(gen, topic, f1 & f2, n_lab)} if cells == "Eq. 1" else {}
+            )
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", be.RecallAboveOneWarning)
+                pair = be.pair_recall(
+                    int(f1.sum()),
+                    int(f2.sum()),
+                    int((f1 & f2).sum()),
+                    _labels_of(gen, topic, f1, n_lab),
+                    _labels_of(gen, topic, f2, n_lab),
+                    universe=universe,
+                    draws=2000,
+                    rng=gen,
+                    **joint,
+                )
+                new = be.recall_from_total(
+                    int(f3.sum()), _labels_of(gen, topic, f3, n_lab), total=pair, rng=gen
+                )
+            for k, (res, q) in enumerate(((pair, "recall_1"), (new, "recall"))):
+                lo, hi = res.interval(q, 0.9, "eti")
+                hits[k, 0] += res.lower_bound(q, 0.95) <= truth[k]
+                hits[k, 1] += lo <= truth[k] <= hi
+        c = hits / reps
+        marks = [
+            in_band(c[k, j], *((0.93, 0.97) if j == 0 else (0.88, 0.92)))
+            for k in (0, 1)
+            for j in (0, 1)
+        ]
+        print(
+            f"{cells:<7} {lab or 'all':>6} {c[0, 0]:>7.3f}{marks[0]} {c[0, 1]:>8.3f}{marks[1]} "
+            f"{c[1, 0]:>7.3f}{marks[2]} {c[1, 1]:>8.3f}{marks[3]}",
+            flush=True,
+        )
     print(f"  ({time.perf_counter() - t0:.0f} s)")
 
 
@@ -211,13 +324,39 @@ def sensitivity() -> None:
     )
 
 
+def dependence_coverage(gen: np.random.Generator, reps: int = 1000) -> None:
+    """Coverage of the worst case over a delta_1 range when the pair is dependent (flags form)."""
+    grid = delta_grid(0.9, 1.2)
+    se = np.sqrt(0.95 * 0.05 / reps)
+    print(
+        f"\nDependent pairs, flags form, delta_1 range (0.9, 1.2): {reps} universes per row "
+        f"(prevalence 0.005, recalls 0.4/0.5, 200 labels per cell), MC s.e. {se:.3f}. Coverage "
+        "of the realised recall by the 95% lower bound assuming delta_1 = 1, by the worst case "
+        "over the range (lower_bound_over_delta) and by the union of the 90% intervals "
+        "(interval_over_delta):"
+    )
+    print(f"{'true delta_1':>12} {'lb95 at 1':>10} {'lb95 worst':>11} {'int90 union':>12}")
+    for true in (0.9, 1.0, 1.1, 1.2, 1.4):
+        u = simulate_universes(Scenario(0.005, 0.4, 0.5, 200, delta_1=true), reps, gen)
+        rec = flags_posterior_over_delta(u, 200, DRAWS, gen, np.append(grid, 1.0))
+        q = np.quantile(rec, [0.05, 0.95], axis=0)  # (2, reps, grid)
+        t = u["truth"]
+        at_one = np.mean(q[0, :, -1] <= t)
+        worst = np.mean(q[0, :, :-1].min(axis=1) <= t)
+        union = np.mean((q[0, :, :-1].min(axis=1) <= t) & (t <= q[1, :, :-1].max(axis=1)))
+        note = "" if 0.9 <= true <= 1.2 else "  (outside the range)"
+        print(f"{true:>12g} {at_one:>10.3f} {worst:>11.3f} {union:>12.3f}{note}")
+
+
 def main() -> None:
     t0 = time.perf_counter()
     gen = np.random.default_rng(20140824)
     coverage_grid(gen)
     public_api_check(gen)
+    third_classifier_check(gen)
     paper_tables()
     sensitivity()
+    dependence_coverage(gen)
     print(f"\nElapsed {time.perf_counter() - t0:.0f} s")
 
 

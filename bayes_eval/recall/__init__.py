@@ -19,7 +19,10 @@ Modules
 
 * :mod:`~bayes_eval.recall._capture`: the Bayesian capture-recapture layer (numpy kernels): the
   on-topic items caught by neither classifier, so that the realised recall carries both the
-  labelling and the capture noise, with every draw coherent; :math:`\\delta_1` fixed or a range.
+  labelling and the capture noise, with every draw coherent; :math:`\\delta_1` fixed or a range;
+  the cell resolution (how well the labels measure the smaller single-caught cell). Every
+  realised recall goes through it: Eq. (1) cells, Eq. (2) cells (no labels of :math:`A_{12}`),
+  the flags form, and a further classifier's recall over the layer's :math:`|T|`.
 * :mod:`~bayes_eval.recall._common`: Eq. (1)/(2) kernels, validators, the result classes
   :class:`PairRecall` and :class:`RecallFromTotal`.
 * :mod:`~bayes_eval.recall.pairs`: :func:`pair_recall` (set sizes and precision labels) and

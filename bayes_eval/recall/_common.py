@@ -21,7 +21,7 @@ import xarray as xr
 from .._draws import DrawSummaries, eti
 from .._validation import _short, check_level, check_nonnegative_int, check_option
 from ..priors import NAMED_PRIORS
-from ._capture import capture_draws, delta_grid
+from ._capture import RESOLVED_CELL, capture_draws, delta_grid
 
 __all__ = [
     "ABOVE_ONE_FLAG",
@@ -323,6 +323,18 @@ class _RecallResult(DrawSummaries):
         return float(self.datatree.attrs.get("incoherent_fraction", 0.0))
 
     @property
+    def cell_resolution(self) -> float:
+        """Posterior mean / sd of the smaller single-caught cell (:math:`|T \\cap A_1
+        \\setminus A_2|` or :math:`|T \\cap A_2 \\setminus A_1|`); NaN if not recorded.
+
+        Below :data:`~bayes_eval.recall._capture.RESOLVED_CELL` (2) the labels do not resolve
+        that cell, its posterior is cut at 0 and the lower bound of the recall is conservative
+        (coverage up to 0.99-1.00 in ``benchmarks/bench_pair_recall.py``); labels of the cells
+        themselves (:func:`~bayes_eval.recall.flags.pair_recall_from_flags`) resolve it.
+        """
+        return float(self.datatree.attrs.get("cell_resolution", np.nan))
+
+    @property
     def flagged(self) -> tuple[str, ...]:
         """Recall quantities with at least :data:`ABOVE_ONE_FLAG` of their draws above 1."""
         return tuple(q for q, f in self.above_one.items() if f >= ABOVE_ONE_FLAG)
@@ -490,6 +502,11 @@ class PairRecall(_RecallResult):
         d = f"delta_1={lo:g}" if lo == hi else f"delta_1 in [{lo:g}, {hi:g}]"
         if self.incoherent > 0:
             d += f", {self.incoherent:.1%} of precision draws incoherent (rejected)"
+        if self.cell_resolution < RESOLVED_CELL:
+            d += (
+                f", smallest cell unresolved (mean/sd {self.cell_resolution:.2g}: bounds "
+                "conservative)"
+            )
         return (
             f"PairRecall({self._repr_parts(dict.fromkeys(shown))}; |A1|={self.sizes[0]}, "
             f"|A2|={self.sizes[1]}, |A12|={self.sizes[2]}{u}, {self.n_labels} labels, "

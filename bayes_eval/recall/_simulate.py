@@ -18,9 +18,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._sampling import draw_beta, draw_remainder
-from ._capture import capture_draws
+from ._capture import RESOLVED_CELL, capture_draws, cell_resolution
+from .pairs import coherent_precisions
 
-__all__ = ["Scenario", "simulate_coverage", "simulate_universes"]
+__all__ = [
+    "Scenario",
+    "flags_posterior_over_delta",
+    "simulate_coverage",
+    "simulate_universes",
+]
 
 
 @dataclass(frozen=True)
@@ -70,9 +76,8 @@ def _hyper(gen, good, size, n):
 def counts_posterior(u, labels, draws, gen, a=0.5, b=0.5, alpha=0.5):
     """Draws (draws, reps) of ``recall_1`` for the counts form, by the kernels of
     :func:`~bayes_eval.recall.pairs.pair_recall` (coherent cell counts, then the capture layer),
-    and of the earlier method (independent superpopulation Beta precisions, plug-in Eq. 1)."""
-    from .pairs import coherent_precisions
-
+    and of the earlier method (independent superpopulation Beta precisions, plug-in Eq. 1), and
+    the cell resolution (reps,) of each replication."""
     on, size = u["on"], u["size"]
     set_pos = np.column_stack([on[:, 0] + on[:, 1], on[:, 0] + on[:, 2], on[:, 0]])
     set_size = np.column_stack([size[:, 0] + size[:, 1], size[:, 0] + size[:, 2], size[:, 0]])
@@ -83,7 +88,7 @@ def counts_posterior(u, labels, draws, gen, a=0.5, b=0.5, alpha=0.5):
     for i in range(reps):
         specs = [("labels", int(h[i, j]), int(n[i, j])) for j in range(3)]
         sizes = tuple(int(v) for v in set_size[i])
-        p, _, _ = coherent_precisions(specs, sizes, a, b, draws, gen, True)
+        p, _ = coherent_precisions(specs, sizes, a, b, draws, gen, True)
         y[:, i, :] = p * set_size[i]
     y12 = y[..., 2]
     out, _ = capture_draws(
@@ -99,19 +104,27 @@ def counts_posterior(u, labels, draws, gen, a=0.5, b=0.5, alpha=0.5):
         draws, reps, 3
     )
     old = theta[..., 2] * set_size[:, 2] / (theta[..., 1] * set_size[:, 1])
-    return out["recall_1"], old
+    resolution = cell_resolution(y[..., 0] - y12, y[..., 1] - y12)
+    return out["recall_1"], old, resolution
 
 
-def flags_posterior(u, labels, draws, gen, a=0.5, b=0.5, alpha=0.5):
-    """Capture-layer draws (draws, reps) of ``recall_1`` for the flags form: labels are uniform
-    samples of the cells A12, A1 only, A2 only (as :func:`pair_recall_from_flags`)."""
+def _flag_cells(u, labels, draws, gen, a, b):
+    """Finite-population draws (draws, reps, 3) of the on-topic counts of A12, A1 only, A2 only
+    from uniform samples of the cells (as :func:`pair_recall_from_flags`)."""
     on, size = u["on"][:, :3], u["size"][:, :3]
     nlab = size if labels is None else np.full_like(size, labels)
     h, n = _hyper(gen, on, size, nlab)
     reps = on.shape[0]
     hf, nf, sf = (x.reshape(-1) for x in (h, n, size))
     theta = draw_beta(a + hf, b + nf - hf, draws, gen)
-    x = (draw_remainder(theta, sf - nf, gen) + hf).reshape(draws, reps, 3)
+    return (draw_remainder(theta, sf - nf, gen) + hf).reshape(draws, reps, 3)
+
+
+def flags_posterior(u, labels, draws, gen, a=0.5, b=0.5, alpha=0.5):
+    """Capture-layer draws (draws, reps) of ``recall_1`` for the flags form: labels are uniform
+    samples of the cells A12, A1 only, A2 only (as :func:`pair_recall_from_flags`); the
+    finite-population plug-in Eq. (1) draws and the cell resolution (reps,)."""
+    x = _flag_cells(u, labels, draws, gen, a, b)
     out, _ = capture_draws(
         x[..., 0],
         x[..., 1],
@@ -121,7 +134,25 @@ def flags_posterior(u, labels, draws, gen, a=0.5, b=0.5, alpha=0.5):
         gen=gen,
         x0_high=u["size"][:, 3].astype(float),
     )
-    return out["recall_1"], x[..., 0] / (x[..., 0] + x[..., 2])
+    resolution = cell_resolution(x[..., 1], x[..., 2])
+    return out["recall_1"], x[..., 0] / (x[..., 0] + x[..., 2]), resolution
+
+
+def flags_posterior_over_delta(u, labels, draws, gen, grid, a=0.5, b=0.5, alpha=0.5):
+    """Draws (draws, reps, len(grid)) of ``recall_1`` for the flags form at every
+    :math:`\\delta_1` of ``grid`` (the same cell draws for all), as the sensitivity grid of
+    :func:`pair_recall_from_flags` with a ``delta_1`` range."""
+    x = _flag_cells(u, labels, draws, gen, a, b)[..., None]
+    out, _ = capture_draws(
+        x[..., 0, :],
+        x[..., 1, :],
+        x[..., 2, :],
+        alpha=alpha,
+        delta=np.asarray(grid, dtype=np.float64)[None, None, :],
+        gen=gen,
+        x0_high=u["size"][:, 3].astype(float)[:, None],
+    )
+    return out["recall_1"]
 
 
 def simulate_coverage(
@@ -130,10 +161,12 @@ def simulate_coverage(
     """Coverage of the realised recall by the 95% lower bound and the 90% equal-tailed interval
     (capture layer, and the earlier method for comparison: independent Beta precisions and
     plug-in Eq. 1 for the counts form, finite-population plug-in Eq. 1 for the flags form), with
-    their Monte Carlo errors."""
+    their Monte Carlo errors; the same by the randomised PIT (``*_random``: ties of the discrete
+    realised recall split at random), and the median and the fraction below
+    :data:`~bayes_eval.recall._capture.RESOLVED_CELL` of the cell resolution."""
     u = simulate_universes(sc, reps, gen)
     post = counts_posterior if form == "counts" else flags_posterior
-    rec, old = post(u, sc.labels, draws, gen)
+    rec, old, resolution = post(u, sc.labels, draws, gen)
     truth = u["truth"]
     out = {}
     for tag, x in (("capture", rec), ("old", old)):
@@ -144,4 +177,12 @@ def simulate_coverage(
     out["se_lb95"] = float(np.sqrt(0.95 * 0.05 / reps))
     out["se_int90"] = float(np.sqrt(0.90 * 0.10 / reps))
     out["mean_T"] = float(u["total"].mean())
+    # the realised recall is discrete (x0 is a count): an interval whose ends sit on atoms covers
+    # more than its level. The randomised PIT (ties split at random) removes that excess.
+    pit = np.mean(rec < truth, axis=0) + np.mean(rec == truth, axis=0) * gen.random(truth.size)
+    out["lb95_random"] = float(np.mean(pit >= 0.05))
+    out["int90_random"] = float(np.mean((pit >= 0.05) & (pit <= 0.95)))
+    # the smallest single-caught cell, as PairRecall.cell_resolution reports it
+    out["resolution_median"] = float(np.median(resolution))
+    out["unresolved"] = float(np.mean(resolution < RESOLVED_CELL))
     return out

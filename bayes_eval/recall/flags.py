@@ -21,6 +21,7 @@ from .._sampling import draw_beta, draw_remainder
 from .._validation import RNGLike, as_generator, check_positive_int
 from ..labels import as_label_values
 from ..priors import resolve_prior
+from ._capture import cell_resolution
 from ._common import (
     PairRecall,
     _check_capture_prior,
@@ -352,7 +353,12 @@ def pair_recall_from_flags(
         (s1, s2, s12),
         u,
         int(n.sum() + m.sum()),
-        {"input": "flags", "view": view, "delta_support_fraction": support},
+        {
+            "input": "flags",
+            "view": view,
+            "delta_support_fraction": support,
+            "cell_resolution": float(cell_resolution(t1o, t2o)),
+        },
         by_delta=by_delta,
         grid=grid,
         delta=delta,

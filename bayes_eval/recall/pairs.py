@@ -16,13 +16,12 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
-from scipy import special
 
 from .._draws import DEFAULT_DRAWS
 from .._sampling import draw_beta, draw_remainder
 from .._validation import RNGLike, as_generator, check_option, check_positive_int
 from ..priors import resolve_prior
-from ._capture import coherent_rows
+from ._capture import cell_resolution, coherent_rows
 from ._common import (
     PairRecall,
     RecallFromTotal,
@@ -37,6 +36,7 @@ from ._common import (
     _pack_pair,
     _posterior_dataset,
     capture_block,
+    eq2_joint_precision,
     pair_quantities,
 )
 
@@ -49,8 +49,8 @@ EQ1_NAMES = {
     "recall_2": "recall_2_eq1",
     "total_positives": "total_positives_eq1",
 }
-#: proposals per returned draw of the importance resampling of the cell counts
-OVERSAMPLE = 4
+#: plug-in keys of :func:`pair_quantities` without a joint precision (Eq. 2 only)
+EQ2_ONLY_NAMES = {"total_positives": "total_positives_eq2"}
 #: most proposals per returned draw, and fewest coherent proposals to resample from
 BUDGET, MIN_COHERENT = 200, 100
 #: relative slack of the coherence checks on float counts
@@ -91,33 +91,51 @@ def _set_specs(sizes, labels, precisions, universe):
 
 
 def coherent_precisions(
-    specs, sizes, a: float, b: float, draws: int, gen: np.random.Generator, finite: bool
-) -> tuple[np.ndarray, float, float]:
+    specs,
+    sizes,
+    a: float,
+    b: float,
+    draws: int,
+    gen: np.random.Generator,
+    finite: bool,
+    universe: int | None = None,
+) -> tuple[np.ndarray, float]:
     """Precision draws ``(draws, 3)`` of :math:`A_1, A_2, A_{12}` whose cell counts are coherent.
 
-    The unknowns are the on-topic counts of the disjoint cells, :math:`x_{12}` of
-    :math:`A_{12}`, :math:`x_1` of :math:`A_1 \\setminus A_2`, :math:`x_2` of
-    :math:`A_2 \\setminus A_1`, each with the beta-binomial prior of a ``Beta(a, b)`` rate over
-    its cell (as in :func:`~bayes_eval.recall.flags.pair_recall_from_flags`), so that every
-    count lies within its cell. A uniform sample of a set :math:`s` (``(h, n)`` of :math:`N_s`
-    items) informs :math:`y_s` (:math:`y_1 = x_{12} + x_1`, :math:`y_2 = x_{12} + x_2`,
-    :math:`y_{12} = x_{12}`) through the hypergeometric likelihood :math:`L_s(y_s)`. Drawn by
-    importance resampling: proposals from the set posteriors :math:`g_s(y_s) \\propto
-    \\pi_s(y_s) L_s(y_s)` (``y = h + BetaBinomial(N - n, a + h, b + n - h)``, or with
-    ``finite=False`` :math:`y = N p`, :math:`p \\sim \\mathrm{Beta}(a + h, b + n - h)`),
-    restricted by rejection to the coherent set :math:`0 \\le y_s - y_{12} \\le N_s - N_{12}`
-    (:func:`~bayes_eval.recall._capture.coherent_rows`), then resampled with weights
+    Each estimated set :math:`s \\in \\{1, 2, 12\\}` has its own ``Beta(a, b)`` prior on its
+    precision, the parameter its uniform sample ``(h_s, n_s)`` measures, and its posterior
+    on-topic count :math:`y_s = h_s + \\mathrm{BetaBinomial}(N_s - n_s, a + h_s, b + n_s - h_s)`
+    (``finite=True``, the realised count of the set) or :math:`y_s = N_s p_s` with
+    :math:`p_s \\sim \\mathrm{Beta}(a + h_s, b + n_s - h_s)` (superpopulation). The joint prior
+    is the product of the three, restricted to the coherent set
 
     .. math::
 
-        w = \\prod_{s = 1, 2} \\frac{\\pi_{cell}(y_s - y_{12};\\ N_s - N_{12})}
-        {\\pi_{set}(y_s;\\ N_s)}
+        0 \\le y_s - y_{12} \\le N_s - N_{12} \\quad (s = 1, 2),
 
-    (the set prior :math:`\\pi_{set}` only for an estimated :math:`y_s`; a known precision
-    fixes :math:`y_s`). The target is then the posterior of the cell model given all three
-    samples. Returns the draws, the fraction of coherent proposals and the effective sample
-    size of the weights relative to ``draws``. Missing ``specs`` entries (no joint
-    precision) give NaN columns, no constraint and no weights.
+    so the joint posterior is the product of the set posteriors restricted to that set, drawn
+    exactly by rejection (:func:`~bayes_eval.recall._capture.coherent_rows`). A known precision
+    fixes :math:`y_s`. Without a joint precision (``specs[2]`` is None) the third column is the
+    Eq. (2) joint precision :math:`1 - (1 - p_1)(1 - p_2) N_1 N_2 / (|U| N_{12})` of each draw
+    (``universe`` given) and the same coherent set applies to it, or NaN with no constraint
+    (no ``universe``).
+
+    Why set priors, not priors on the cells :math:`x_s = y_s - y_{12}`
+        The information on a cell count such as :math:`x_2 = |T \\cap A_2 \\setminus A_1|`
+        comes from the sample of :math:`A_2`; its posterior sd is set by that sample (about
+        :math:`N_2 \\sqrt{p_2 (1 - p_2) / n_2}`), not by :math:`x_2` itself. A Jeffreys prior on
+        the cell's rate has density :math:`\\propto x_2^{-1/2}` near zero and, when the cell is
+        small against that sd, pulls :math:`x_2` down by about :math:`\\mathrm{var}(x_2) /
+        (2 x_2)`, overstating the recall (measured: lower-bound coverage 0.910 for recalls 0.9 /
+        0.7, :math:`|T| \\approx 200`, 200 labels per set, 1,000 universes; 0.957 with the set
+        priors). The prior of the parameter each sample measures is the reference choice for
+        that sample. When the labels cannot resolve the cell at all (its posterior mean / sd
+        below 2, :attr:`PairRecall.cell_resolution`), the cut at :math:`x_2 \\ge 0` makes the
+        lower bound conservative under either prior.
+
+    Returns the draws and the fraction of coherent proposals. When the set posteriors barely
+    overlap (fewer than ``draws`` coherent proposals within :data:`BUDGET` per draw, but at
+    least :data:`MIN_COHERENT`) the coherent draws found are resampled with replacement.
     """
     sizes_arr = np.asarray(sizes, dtype=np.float64)
     est = [i for i, s in enumerate(specs) if s is not None and s[0] == "labels"]
@@ -136,10 +154,12 @@ def coherent_precisions(
                 y = draw_remainder(theta, sizes_arr[est].astype(np.int64) - n, gen) + h
                 theta = y / sizes_arr[est]
             p[:, est] = theta
+        if specs[2] is None and universe is not None:
+            p[:, 2] = eq2_joint_precision(p[:, 0], p[:, 1], *sizes_arr, universe)
         return p
 
     def coherent(p: np.ndarray) -> np.ndarray:
-        if specs[2] is None:
+        if specs[2] is None and universe is None:
             return np.ones(p.shape[0], dtype=bool)
         y1, y2, y12 = (p * sizes_arr).T
         tol = _EPS * sizes_arr.max()
@@ -148,43 +168,15 @@ def coherent_precisions(
             & (y12 <= y2 + tol)
             & (y1 - y12 <= sizes_arr[0] - sizes_arr[2] + tol)
             & (y2 - y12 <= sizes_arr[1] - sizes_arr[2] + tol)
+            & (y12 >= -tol)
         )
 
-    k = draws * OVERSAMPLE if specs[2] is not None else draws
-    if specs[2] is None:
-        p, frac = coherent_rows(propose, coherent, k)
-        return p, frac, 1.0
-    # a pair whose set posteriors barely overlap is resampled from the coherent proposals found
-    # within the budget (fewer distinct draws, reported by the effective sample size)
-    p, frac = coherent_rows(propose, coherent, k, minimum=MIN_COHERENT, budget=BUDGET * draws)
-    y = p * sizes_arr
-    logw = np.zeros(p.shape[0])
-    for j in (0, 1):
-        cell = sizes_arr[j] - sizes_arr[2]
-        logw += _log_prior(y[:, j] - y[:, 2], cell, a, b, finite)
-        if specs[j][0] == "labels":
-            logw -= _log_prior(y[:, j], sizes_arr[j], a, b, finite)
-    w = np.exp(logw - logw.max())
-    w /= w.sum()
-    ess = 1.0 / np.sum(w * w) / draws
-    pick = np.sort(gen.choice(w.size, size=draws, replace=True, p=w))
-    return p[pick], frac, float(ess)
-
-
-def _log_prior(count: np.ndarray, size: float, a: float, b: float, finite: bool) -> np.ndarray:
-    """Log prior of an on-topic count in a set of ``size`` items (up to a constant): beta-binomial
-    (finite population) or the ``Beta(a, b)`` density of ``count / size``."""
-    if size <= 0:
-        return np.zeros_like(count)
-    k = np.clip(count, 0.0, size)
-    if finite:
-        return (
-            special.betaln(k + a, size - k + b)
-            - special.gammaln(k + 1.0)
-            - special.gammaln(size - k + 1.0)
-        )
-    theta = np.clip(k / size, 1e-300, 1.0 - 1e-16)
-    return (a - 1.0) * np.log(theta) + (b - 1.0) * np.log1p(-theta)
+    if specs[2] is None and universe is None:
+        return coherent_rows(propose, coherent, draws)
+    p, frac = coherent_rows(propose, coherent, draws, minimum=MIN_COHERENT, budget=BUDGET * draws)
+    if p.shape[0] < draws:
+        p = p[np.sort(gen.integers(0, p.shape[0], draws))]
+    return p, frac
 
 
 def pair_recall(
@@ -213,10 +205,12 @@ def pair_recall(
     from a known number ``precision_s``. The unknowns are the on-topic counts of the disjoint
     cells, :math:`x_{12} = p_{12}|A_{12}|`, :math:`x_1 = p_1|A_1| - x_{12}`,
     :math:`x_2 = p_2|A_2| - x_{12}` of :math:`A_{12}`, :math:`A_1 \\setminus A_2`,
-    :math:`A_2 \\setminus A_1`, each with a ``prior`` rate over its cell; their posterior given
-    the three samples is drawn by rejection to the coherent set (every count within its cell)
-    and importance resampling (:func:`coherent_precisions`). Unlike the independent precision
-    draws of the earlier version, no draw has :math:`p_{12}|A_{12}| > p_2|A_2|`.
+    :math:`A_2 \\setminus A_1`. Each estimated precision has the ``prior`` of its set; the
+    joint posterior given the three samples is the product of the set posteriors restricted to
+    the coherent set (every cell count within its cell), drawn by rejection
+    (:func:`coherent_precisions`, which also says why the prior sits on the sets). Unlike the
+    independent precision draws of the earlier version, no draw has
+    :math:`p_{12}|A_{12}| > p_2|A_2|`.
 
     Capture stage (:mod:`bayes_eval.recall._capture`). Given the cell counts,
 
@@ -240,8 +234,20 @@ def pair_recall(
     |A_{12}| / (p_2 |A_2|)`, ``recall_2_eq1``, ``total_positives_eq1`` :math:`= p_1 |A_1| /
     r_1` (Eq. 1) and, with ``universe``, Eq. (2), where :math:`p_{12}` is replaced by
     :math:`1 - (1-p_1)(1-p_2)|A_1||A_2| / (|U||A_{12}|)`. Without a joint precision (neither
-    ``labels_12`` nor ``precision_12``) ``universe`` is required and only the plug-in Eq. (2)
-    quantities exist (``recall_1_eq2``, ``recall_2_eq2``, ``total_positives``).
+    ``labels_12`` nor ``precision_12``) ``universe`` is required and the capture layer takes
+    :math:`x_{12}` from the Eq. (2) joint precision of each draw (restricted, like the Eq. (1)
+    cells, to coherent draws), so ``recall_1``, ``recall_2`` and ``total_positives`` are still
+    realised quantities with capture noise; the plug-in ``recall_1_eq2``, ``recall_2_eq2``,
+    ``total_positives_eq2`` stay, and the ``*_eq1`` quantities do not exist.
+
+    How well the labels resolve the cells
+        :attr:`PairRecall.cell_resolution` is the posterior mean / sd of the smaller of
+        :math:`x_1, x_2`. Below 2 (e.g. recall 0.9 and 50 labels per set: :math:`x_2 \\approx
+        14 \\pm 18`) the cell's posterior is cut at 0 and the lower bound of the recall is
+        conservative (coverage 0.99-1.00 in ``benchmarks/bench_pair_recall.py``; the repr says
+        so); labels of the cells themselves
+        (:func:`~bayes_eval.recall.flags.pair_recall_from_flags`) or more labels of
+        :math:`A_2` resolve it.
 
     Parameters
     ----------
@@ -323,26 +329,29 @@ def pair_recall(
         u,
     )
     gen = as_generator(rng)
-    p, coherent, ess = coherent_precisions(specs, (s1, s2, s12), a, b, draws, gen, finite)
+    p, coherent = coherent_precisions(specs, (s1, s2, s12), a, b, draws, gen, finite, u)
     p1, p2, p12 = p.T
-    plug = pair_quantities(p1, p2, None if specs[2] is None else p12, s1, s2, s12, u)
-    values: dict[str, np.ndarray] = {}
-    by_delta, grid = {}, None
-    attrs = {"input": "counts", "view": "finite population" if finite else "superpopulation"}
-    if specs[2] is not None:
-        y12 = p12 * s12
-        x1 = np.maximum(p1 * s1 - y12, 0.0)
-        x2 = np.maximum(p2 * s2 - y12, 0.0)
-        high = np.inf if u is None else float(u - (s1 + s2 - s12))
-        values, by_delta, grid, support, source = capture_block(
-            y12, x1, x2, alpha=alpha, delta=delta, gen=gen, x0_high=high
-        )
-        values.update({EQ1_NAMES.get(k, k): v[source] for k, v in plug.items()})
-        attrs["delta_support_fraction"] = support
-    else:
-        values = plug
+    joint = specs[2] is not None
+    plug = pair_quantities(p1, p2, p12 if joint else None, s1, s2, s12, u)
+    attrs = {
+        "input": "counts",
+        "view": "finite population" if finite else "superpopulation",
+        "capture_cells": "Eq. (1)" if joint else "Eq. (2)",
+    }
+    # the capture layer takes x12 from the joint precision, or from the Eq. (2) joint precision
+    # (off-topic independence and sparsity) when A12 has no labels
+    y12 = p12 * s12
+    x1 = np.maximum(p1 * s1 - y12, 0.0)
+    x2 = np.maximum(p2 * s2 - y12, 0.0)
+    high = np.inf if u is None else float(u - (s1 + s2 - s12))
+    values, by_delta, grid, support, source = capture_block(
+        y12, x1, x2, alpha=alpha, delta=delta, gen=gen, x0_high=high
+    )
+    names = EQ1_NAMES if joint else EQ2_ONLY_NAMES
+    values.update({names.get(k, k): v[source] for k, v in plug.items()})
+    attrs["delta_support_fraction"] = support
     attrs["incoherent_fraction"] = 1.0 - coherent
-    attrs["importance_ess_fraction"] = ess
+    attrs["cell_resolution"] = float(cell_resolution(x1, x2))
 
     h_obs = [s[1] if s is not None and s[0] == "labels" else 0 for s in specs]
     n_obs = [s[2] if s is not None and s[0] == "labels" else 0 for s in specs]
@@ -408,7 +417,9 @@ def recall_from_total(
     ``total`` (as many draws as ``total`` has).
 
     With a realised total (``"total_positives"`` of the capture layer, which carries the capture
-    noise, or ``"total_positives_sampled"``) the joint posterior is restricted to
+    noise, from Eq. (1) cells, Eq. (2) cells or the flags form, or ``"total_positives_sampled"``)
+    the recall is the third classifier's *realised* recall :math:`|T \\cap A_{new}| / |T|` and
+    the joint posterior is restricted to
     :math:`y_{new} \\le |T|` (an on-topic subset of :math:`T`): pairs ``(|T|, y_new)`` that
     violate it are redrawn by rejection (a fresh :math:`y_{new}` with a :math:`|T|` draw picked at
     random), so every recall draw lies in :math:`[0, 1]`. With the plug-in totals (``*_eq1``,
