@@ -42,13 +42,13 @@ import xarray as xr
 
 from ._draws import DEFAULT_DRAWS, DrawSummaries, eti
 from ._informed import MetricInformation, information_from_counts, metric_information
+from ._protocols import StrataLike
 from ._sampling import draw_beta, draw_remainder
 from ._validation import RNGLike, as_generator, check_option, check_positive_int
 from .labels import coerce_labels
 from .metrics import METRICS, confusion_from_positives, resolve_metrics
 from .models import DEFAULT_MODEL, MODELS
 from .priors import Prior, resolve_prior
-from .strata import Strata
 
 __all__ = [
     "MODELS",
@@ -349,7 +349,7 @@ def _independent_theta(
 
 
 def stratum_counts(
-    strata: Strata, positions: np.ndarray, values: np.ndarray
+    strata: StrataLike, positions: np.ndarray, values: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Labels ``n_k`` and positives ``h_k`` per stratum from labelled positions."""
     k = strata.n_strata
@@ -360,7 +360,7 @@ def stratum_counts(
 
 
 def estimate(
-    strata: Strata,
+    strata: StrataLike,
     labels: Any = None,
     *,
     prior: Any = "jeffreys",
@@ -416,9 +416,10 @@ def estimate(
     >>> 0.6 < post.mean("precision") < 0.9
     True
     """
-    if not isinstance(strata, Strata):
+    if not isinstance(strata, StrataLike):
         raise TypeError(
-            f"strata has type {type(strata).__name__}; allowed: a Strata from bayes_eval.stratify"
+            f"strata has type {type(strata).__name__}; allowed: strata from bayes_eval.stratify "
+            "(a Strata or DaskStrata)"
         )
     draws = _check_draws(draws)
     check_option(sampler, "sampler", ("fast", "exact"))
@@ -449,7 +450,7 @@ def estimate(
 
 
 def estimate_from_stratum_counts(
-    strata: Strata,
+    strata: StrataLike,
     n: np.ndarray,
     h: np.ndarray,
     *,
@@ -493,6 +494,11 @@ def estimate_from_stratum_counts(
             strata=strata, n=n, h=h, prior_a=a, prior_b=b, draws=draws, rng=gen, **model_kwargs
         )
         attrs.update(more_attrs)
+        if "hyperpriors" in more_attrs:
+            # a model with its own prior (the pooled model) is named by it, not by the unused
+            # Beta prior; the full text is in the root attribute ``hyperpriors``
+            attrs["independent_prior"] = desc
+            desc = f"{model} hyperpriors"
     return posterior_from_theta(
         theta,
         sizes=strata.sizes,

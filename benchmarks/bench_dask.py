@@ -8,7 +8,7 @@ the wall time and peak memory of
 
 Each path runs in its own subprocess so that its peak RSS (``resource.getrusage``) is its own:
 
-* ``memory``: ``Population.from_parquet(engine="memory")``, ``stratify``, the in-memory
+* ``memory``: ``read_parquet(engine="memory")`` (a ``Population``), ``stratify``, the in-memory
   ``KeyedStratumSampler``;
 * ``dask-cluster``: ``engine="dask"`` with a ``distributed.LocalCluster`` of 2 worker processes
   (1 thread each): the *driver* peak RSS is the client process's; the workers' peak RSS is
@@ -75,6 +75,7 @@ def run_path(path: str, data: Path) -> dict:
     import bayes_eval as be
     from bayes_eval._sampler import make_sampler
     from bayes_eval.designs import largest_remainder
+    from bayes_eval.parquet import read_parquet
 
     client = cluster = None
     out: dict = {"path": path}
@@ -83,7 +84,7 @@ def run_path(path: str, data: Path) -> dict:
         import dask.dataframe  # noqa: F401
         import distributed  # noqa: F401
 
-        import bayes_eval.dask_population
+        import bayes_eval.dask
     if path == "dask-cluster":
         from distributed import Client, LocalCluster
 
@@ -95,11 +96,11 @@ def run_path(path: str, data: Path) -> dict:
             memory_limit="6GB",
         )
         client = Client(cluster)
-        client.run(lambda: __import__("bayes_eval.dask_population"))  # warm the workers
+        client.run(lambda: __import__("bayes_eval.dask"))  # warm the workers
     out["import"] = time.perf_counter() - ti  # imports (+ cluster start): one-off, not timed
     t0 = time.perf_counter()
     engine = "memory" if path == "memory" else "dask"
-    pop = be.Population.from_parquet(
+    pop = read_parquet(
         data, score_col="score", id_col="id", threshold=0.5, engine=engine, client=client
     )
     t1 = time.perf_counter()

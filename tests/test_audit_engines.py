@@ -1,4 +1,9 @@
-"""The core audit behaviours on both population engines (issue 8): in memory and on Dask.
+"""The core audit behaviours on both population implementations (issue 8): in memory and on Dask.
+
+These are not agreement tests between copied code paths: the audit has one engine
+(``bayes_eval._loop``); what differs is the population and strata behind the
+:class:`~bayes_eval._protocols.PopulationLike` / ``StrataLike`` protocols, and every audit
+behaviour must hold for each implementation.
 
 One multi-file Parquet dataset (40,000 rows in 4 files of unequal size, ids a random sample of
 0..119,999 so that file id ranges overlap) is read once in memory and once lazily with Dask
@@ -18,7 +23,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import bayes_eval as be
-from bayes_eval.dask_population import DaskPopulation, DaskStrata
+from bayes_eval._protocols import PopulationLike, StrataLike
+from bayes_eval.dask import DaskPopulation, DaskStrata
+from bayes_eval.parquet import read_parquet
 
 N = 40_000
 
@@ -50,9 +57,7 @@ def dataset(tmp_path_factory):
 
 
 def _open(root, engine):
-    pop = be.Population.from_parquet(
-        root, score_col="score", id_col="item", threshold=0.5, engine=engine
-    )
+    pop = read_parquet(root, score_col="score", id_col="item", threshold=0.5, engine=engine)
     return pop, be.stratify(pop, method="equal_size", n_strata=3)
 
 
@@ -62,6 +67,7 @@ def engine(request, dataset):
     pop, strata = _open(root, request.param)
     assert isinstance(pop, DaskPopulation) == (request.param == "dask")
     assert isinstance(strata, DaskStrata) == (request.param == "dask")
+    assert isinstance(pop, PopulationLike) and isinstance(strata, StrataLike)
     return request.param, pop, strata, truth
 
 

@@ -18,9 +18,12 @@ import pyarrow.parquet as pq
 import pytest
 
 import bayes_eval as be
-from bayes_eval import dask_population as dpm
+from bayes_eval import dask_population
+from bayes_eval._protocols import PopulationLike, StrataLike
 from bayes_eval._sampler import KeyedStratumSampler, make_sampler
-from bayes_eval.dask_population import DaskPopulation, DaskStrata, DaskStratumSampler
+from bayes_eval.dask import DaskPopulation, DaskStrata, DaskStratumSampler, _stratify
+from bayes_eval.dask import strata as dask_strata
+from bayes_eval.parquet import read_parquet
 
 N = 1_000_000
 
@@ -62,15 +65,16 @@ def data(tmp_path_factory):
 @pytest.fixture(scope="module")
 def pops(data):
     _, a, _ = data
-    dp = be.Population.from_parquet(
-        a, score_col="score", id_col="item", threshold=0.5, engine="dask"
-    )
+    dp = read_parquet(a, score_col="score", id_col="item", threshold=0.5, engine="dask")
     mp = be.Population.from_parquet(a, score_col="score", id_col="item", threshold=0.5)
     return dp, mp
 
 
 def _same_strata(ds, ms):
-    assert isinstance(ds, DaskStrata) and isinstance(ds, be.Strata)
+    # the protocol, not the in-memory class: DaskStrata cannot offer Strata.members
+    assert isinstance(ds, DaskStrata) and isinstance(ds, StrataLike)
+    assert not isinstance(ds, be.Strata)
+    assert ds.to_dataset().identical(ms.to_dataset())
     np.testing.assert_array_equal(ds.sizes, ms.sizes)
     np.testing.assert_array_equal(ds.predicted, ms.predicted)
     np.testing.assert_array_equal(ds.score_min, ms.score_min)
@@ -82,7 +86,7 @@ def test_population_interface(pops, data):
     frame = data[0]
     assert isinstance(dp, DaskPopulation) and dp.size == N == mp.size
     assert dp.threshold == 0.5 and dp.n_predicted_positive == int(mp.predictions.sum())
-    assert isinstance(dp, be.population.PopulationLike)
+    assert isinstance(dp, PopulationLike)
     ids = frame["item"].to_numpy()[[5, 123_456, 999_999, 400_000]]
     # global positions follow (sorted file order, row order), as the in-memory reader
     np.testing.assert_array_equal(dp.positions_of(ids), mp.positions_of(ids))
@@ -156,8 +160,8 @@ def test_stratify_dispatches_to_dask(pops):
 def test_equal_size_nested_refinement(pops, monkeypatch):
     """Bins above COLLECT_LIMIT are re-binned (several passes); the edges stay exact."""
     dp, mp = pops
-    monkeypatch.setattr(dpm, "COLLECT_LIMIT", 40)
-    monkeypatch.setattr(dpm, "HIST_BINS", 64)
+    monkeypatch.setattr(_stratify, "COLLECT_LIMIT", 40)
+    monkeypatch.setattr(_stratify, "HIST_BINS", 64)
     ds = dp.stratify_lazy(method="equal_size", n_strata=9)
     _same_strata(ds, be.stratify(mp, method="equal_size", n_strata=9))
 
@@ -240,7 +244,7 @@ def test_reservoir_cutoff_shortfall_is_repaired(pops, monkeypatch):
     """The key cutoff that pre-filters candidates can (with probability < 1e-9) leave too few;
     the sampler then re-runs the pass without cutoff. Force it with a cutoff of ~0."""
     dp, mp = pops
-    monkeypatch.setattr(dpm, "_cutoff", lambda r, left, front: (front or 0) + 1)
+    monkeypatch.setattr(dask_strata, "_cutoff", lambda r, left, front: (front or 0) + 1)
     s_d = dp.stratify_lazy(n_strata=3)
     sampler = s_d.make_sampler(4, reservoir=32)
     got = [sampler.draw(k, 40) for k in range(s_d.n_strata)]
@@ -282,9 +286,7 @@ def test_string_ids_and_prediction_column(tmp_path):
         }
     )
     root = _write(frame, str(tmp_path / "str"), [0, 10_000, 25_000, n], 4_000)
-    dp = be.Population.from_parquet(
-        root, score_col="s", id_col="uid", prediction_col="p", engine="dask"
-    )
+    dp = read_parquet(root, score_col="s", id_col="uid", prediction_col="p", engine="dask")
     mp = be.Population.from_parquet(root, score_col="s", id_col="uid", prediction_col="p")
     ds = dp.stratify_lazy(n_strata=4, variable="confidence")
     ms = be.stratify(mp, n_strata=4, variable="confidence")
@@ -342,7 +344,7 @@ def test_local_cluster(data):
         ) as cluster,
         Client(cluster) as client,
     ):
-        dp = be.Population.from_parquet(
+        dp = read_parquet(
             a, score_col="score", id_col="item", threshold=0.5, engine="dask", client=client
         )
         ds = dp.stratify_lazy(n_strata=6)
@@ -365,9 +367,7 @@ def test_bad_input(tmp_path):
     with pytest.raises(ValueError, match="score_col='prob' is not a column"):
         DaskPopulation.from_parquet(good, score_col="prob", threshold=0.5)
     with pytest.raises(ValueError, match="id_col='key' is not a column"):
-        be.Population.from_parquet(
-            good, score_col="score", id_col="key", threshold=0.5, engine="dask"
-        )
+        read_parquet(good, score_col="score", id_col="key", threshold=0.5, engine="dask")
     with pytest.raises(TypeError, match=r"score column 'name' has type (large_)?string"):
         DaskPopulation.from_parquet(good, score_col="name", threshold=0.5)
     with pytest.raises(ValueError, match="exactly one of threshold= and prediction_col="):
@@ -393,3 +393,18 @@ def test_bad_input(tmp_path):
         )
     with pytest.raises(ValueError, match="method='quantile' is not one of"):
         ok.stratify_lazy(method="quantile")
+    # the engine dispatch: read_parquet names the engines; Population.from_parquet reads in
+    # memory only and says where the Dask engine is
+    with pytest.raises(ValueError, match="engine='spark' is not one of the allowed values"):
+        read_parquet(good, score_col="score", threshold=0.5, engine="spark")
+    with pytest.raises(ValueError, match=r"engine='dask' is not read by Population.from_parquet"):
+        be.Population.from_parquet(good, score_col="score", threshold=0.5, engine="dask")
+    with pytest.raises(ValueError, match=r"client=.* needs engine='dask'"):
+        read_parquet(good, score_col="score", threshold=0.5, client=object())
+
+
+def test_old_module_path_still_imports():
+    """``bayes_eval.dask_population`` (the pre-split module) re-exports the same classes."""
+    assert dask_population.DaskPopulation is DaskPopulation
+    assert dask_population.DaskStrata is DaskStrata
+    assert dask_population.DaskStratumSampler is DaskStratumSampler

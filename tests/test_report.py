@@ -8,14 +8,14 @@ import re
 import shutil
 import struct
 import subprocess
+from dataclasses import replace
 
 import numpy as np
 import pytest
 import xarray as xr
 
 import bayes_eval as be
-from bayes_eval import _plots
-from bayes_eval.report import build_report, write_report
+from bayes_eval.report import _plots, build_report, render_html, write_report
 from bayes_eval.sequential import calibrate_sequential
 
 _IMG = re.compile(r'<img[^>]*src="data:image/png;base64,([A-Za-z0-9+/=]+)"')
@@ -130,6 +130,31 @@ def test_disclosure_block_lists_what_reproduces_the_claim(material, html_report)
     ids = re.findall(r'<figure id="fig-([a-z]+)"', text)
     assert ids == ["posterior", "strata", "trajectory", "calibration"]
     assert "<td>population file</td><td>/data/pop.parquet</td>" in text
+
+
+def test_disclosure_renders_every_entry_of_the_correction(material):
+    """Whatever the certification says about its correction is disclosed entry by entry: each
+    row of ``to_dict()["correction"]`` (e.g. the worst-case truth of the calibration) and the
+    other ``correction_*`` fields, after the one-line description."""
+    post, _, cert, _ = material
+    rows = (("worst-case truth", "needle"), ("false accept at that truth", "0.049 ± 0.004"))
+    rep = build_report(post, certification=replace(cert, disclosure=rows), figures=False)
+    d = rep.disclosure
+    assert d["correction"].startswith("sequential correction: nominal")
+    assert d["correction worst-case truth"] == "needle"
+    assert d["correction false accept at that truth"] == "0.049 ± 0.004"
+    assert d["correction mcse"] == f"{cert.correction_mcse:.4g}"
+    keys = list(d)
+    assert keys.index("correction") < keys.index("correction worst-case truth")
+    assert "UNCORRECTED" not in rep.headline[0][1]
+    assert "<td>correction worst-case truth</td><td>needle</td>" in render_html(rep)
+    # a text-only correction ("none: ...") stays one entry, and several looks are flagged
+    plain = replace(cert, correction="none: 20 looks without sequential correction", disclosure=())
+    rep = build_report(post, certification=plain, figures=False)
+    assert rep.disclosure["correction"].startswith("none: 20 looks")
+    assert not [k for k in rep.disclosure if k.startswith("correction method")]
+    assert "UNCORRECTED for 20 looks" in rep.headline[0][1]
+    assert any(n.startswith("No sequential correction") for n in rep.notes)
 
 
 def test_posterior_only_report_has_two_figures_and_no_verdict(material, tmp_path):

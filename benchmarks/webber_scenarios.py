@@ -1,6 +1,14 @@
-"""Webber et al.'s three scenarios of repeated testing
-(``../shared/seeds/002_bcc5f0faf615c660.txt``, Sections 3.1-3.4),
-reproduced with scikit-learn classifiers.
+"""Webber et al.'s three scenarios of repeated testing, reproduced with scikit-learn classifiers.
+
+A paper reproduction (``../shared/seeds/002_bcc5f0faf615c660.txt``, Sections 3.1-3.4), kept with
+the benchmarks rather than in the library because it needs scikit-learn and trains classifiers;
+it uses the library's lock-step path simulator (``bayes_eval.sequential.calibration``) and fast
+acceptance probability (``bayes_eval.sequential._linear``).
+
+Used by ``benchmarks/bench_sequential.py`` (sections 6-7), the notebook
+``02_sequential_testing_bias`` and ``tests/test_webber_scenarios.py``. Import it with the
+``benchmarks`` folder on ``sys.path`` (a script run from that folder has it):
+``from webber_scenarios import webber_scenarios``.
 """
 
 from __future__ import annotations
@@ -9,19 +17,22 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
+from sklearn.base import clone
+from threadpoolctl import threadpool_limits
 
-from .._validation import (
+from bayes_eval._validation import (
     RNGLike,
     as_generator,
     check_level,
     check_option,
     check_positive_int,
 )
-from ..designs import make_design
-from ..metrics import metric_of_positives
-from ..priors import resolve_prior
-from ._linear import SUPPORTED_METRICS, linear_form, prob_linear_ge
-from .calibration import DEFAULT_NOMINAL, _first_crossing, _simulate_paths
+from bayes_eval.designs import make_design
+from bayes_eval.metrics import metric_of_positives
+from bayes_eval.priors import resolve_prior
+from bayes_eval.sequential._linear import SUPPORTED_METRICS, linear_form, prob_linear_ge
+from bayes_eval.sequential._paths import simulate_paths
+from bayes_eval.sequential.calibration import DEFAULT_NOMINAL, _first_crossing
 
 __all__ = ["SCENARIOS", "webber_scenarios"]
 
@@ -33,9 +44,6 @@ SCENARIOS = ("variable_test", "variable_training", "variable_both")
 def _fit_predict(
     estimator: Any, X: np.ndarray, y: np.ndarray, train: np.ndarray, target_rows: np.ndarray
 ) -> np.ndarray | None:
-    from sklearn.base import clone
-    from threadpoolctl import threadpool_limits
-
     yt = y[train]
     if yt.min() == yt.max():
         return None  # one class only: no classifier yet
@@ -96,8 +104,7 @@ def webber_scenarios(
     Parameters
     ----------
     estimator : scikit-learn classifier
-        Cloned and refitted (``sklearn.base.clone``); scikit-learn is needed for this function
-        only (optional dependency).
+        Cloned and refitted (``sklearn.base.clone``).
     X : array (n, p)
     y : array (n,) of 0/1
     metric : str
@@ -115,13 +122,6 @@ def webber_scenarios(
     ----------
     Webber et al., ``../shared/seeds/002_bcc5f0faf615c660.txt`` (Sections 3.1-3.4, Figure 4).
     """
-    try:
-        import sklearn  # noqa: F401
-    except ImportError as exc:  # pragma: no cover - exercised only without scikit-learn
-        raise ImportError(
-            "webber_scenarios needs scikit-learn (the optional extra 'bayes-eval[sklearn]'): "
-            "pip install scikit-learn"
-        ) from exc
     check_option(metric, "metric", SUPPORTED_METRICS)
     if isinstance(scenarios, str):
         scenarios = (scenarios,)
@@ -176,7 +176,8 @@ def webber_scenarios(
                 sizes, pos = _side_counts(pred, ya, truth_rows)
                 keep = sizes > 0
                 tm = metric_of_positives(metric, pos[keep], sizes[keep], predicted[keep])
-                prob = _simulate_paths(
+                schedule = np.arange(step, budget + 1, step)
+                prob = simulate_paths(
                     sizes=sizes[keep],
                     predicted=predicted[keep],
                     positives=pos[keep],
@@ -185,12 +186,12 @@ def webber_scenarios(
                     metric=metric,
                     target=tm,
                     design=make_design("random"),
-                    batch_size=step,
-                    schedule=np.arange(step, budget + 1, step),
+                    batches=[step] * schedule.size,
+                    schedule=schedule,
                     finite_population=True,
                     n_sims=paths_per_run,
                     rng=gen,
-                )
+                )[0]  # one truth: (paths, looks)
                 events.extend(prob.max(axis=1)[:, None] >= grid[None, :])
                 continue
             test_rows = truth_rows[:budget]

@@ -1,0 +1,90 @@
+"""What the rest of bayes_eval asks of a population and of its strata.
+
+Designs, the posterior, the audit and the certification never need a concrete
+:class:`~bayes_eval.Population` or :class:`~bayes_eval.Strata`: they ask for the few members
+listed in :class:`PopulationLike` and :class:`StrataLike` (found by ``grep`` over the package:
+``strata.sizes``, ``strata.predicted``, ``strata.stratum_of``, ``population.ids_at``,
+``population.positions_of``, ``population.fingerprint`` ...). The in-memory classes and the
+out-of-core ones of :mod:`bayes_eval.dask` implement both protocols without inheriting from each
+other, so neither can break the other's contract.
+
+Members that only an in-memory population can offer (``scores`` and ``predictions`` as whole
+arrays, ``Strata.assignment`` as an array, ``Strata.members``) are not part of the protocols;
+code that needs them (the simulation, the hierarchical and pooled models' score profiles, the
+in-memory sampler) says so in its signature by asking for a :class:`~bayes_eval.Strata`.
+
+Both protocols are ``runtime_checkable``: ``isinstance(x, StrataLike)`` checks that the members
+exist (not their types).
+
+Examples
+--------
+>>> import numpy as np, bayes_eval as be
+>>> from bayes_eval._protocols import PopulationLike, StrataLike
+>>> pop = be.Population(np.linspace(0, 1, 100), threshold=0.5)
+>>> isinstance(pop, PopulationLike), isinstance(be.stratify(pop, n_strata=2), StrataLike)
+(True, True)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+__all__ = ["PopulationLike", "StrataLike"]
+
+
+@runtime_checkable
+class PopulationLike(Protocol):
+    """A scored population, as the rest of bayes_eval sees it.
+
+    ``size`` items at positions ``0..size-1``; ``threshold`` (None when predictions come from a
+    column); look-ups of ids, scores and predicted labels at positions; ``positions_of(ids)``
+    (a ``ValueError`` naming the first unknown id); ``fingerprint()``, a hash that changes when
+    the data do; ``has_default_ids`` (ids are the positions).
+    """
+
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def threshold(self) -> float | None: ...
+
+    @property
+    def has_default_ids(self) -> bool: ...
+
+    def ids_at(self, positions: np.ndarray) -> np.ndarray: ...
+
+    def scores_at(self, positions: np.ndarray) -> np.ndarray: ...
+
+    def predictions_at(self, positions: np.ndarray) -> np.ndarray: ...
+
+    def positions_of(self, ids: Any, *, name: str = "ids") -> np.ndarray: ...
+
+    def fingerprint(self) -> str: ...
+
+
+@runtime_checkable
+class StrataLike(Protocol):
+    """A stratification of a :class:`PopulationLike`, as designs, posteriors and audits see it.
+
+    Per stratum (arrays of shape ``(K,)``): ``sizes`` (``N_k``, int64), ``predicted`` (bool),
+    ``score_min`` and ``score_max``; ``n_strata`` (``K``); ``stratum_of(positions)``; the
+    ``population`` stratified and the ``method`` and ``variable`` that made the strata (disclosed
+    in every posterior). Strata may also offer ``make_sampler(seed)`` (their own keyed sampler)
+    and ``score_mean`` (mean score per stratum); :func:`bayes_eval._sampler.make_sampler` and
+    the audit use them when present.
+    """
+
+    population: Any
+    method: str
+    variable: str
+    sizes: np.ndarray
+    predicted: np.ndarray
+    score_min: np.ndarray
+    score_max: np.ndarray
+
+    @property
+    def n_strata(self) -> int: ...
+
+    def stratum_of(self, positions: np.ndarray) -> np.ndarray: ...
