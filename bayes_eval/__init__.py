@@ -1,27 +1,24 @@
 """bayes_eval: honest, label-efficient Bayesian evaluation of deployed classifiers.
 
-The public API is listed in ``__all__``; everything else is implementation detail. Heavier parts
-(the audit, PyMC models, Dask) are imported lazily on first use, so ``import bayes_eval`` stays
-light.
+The public API is listed in ``__all__``; everything else is implementation detail. Every public
+name is imported lazily on first use (PEP 562 module ``__getattr__``), so ``import bayes_eval``
+costs almost nothing and a command line tool imports only the modules its command needs.
 """
 
 from __future__ import annotations
 
 import importlib
-from importlib import metadata as _metadata
 from typing import Any
 
-from .metrics import METRICS, register_metric
-from .population import Population
-from .posterior import MetricPosterior, estimate, estimate_counts
-from .strata import Strata, stratify
-
-try:
-    __version__: str = _metadata.version("bayes-eval")
-except _metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0+unknown"
-
 _LAZY = {
+    "METRICS": ".metrics",
+    "register_metric": ".metrics",
+    "Population": ".population",
+    "MetricPosterior": ".posterior",
+    "estimate": ".posterior",
+    "estimate_counts": ".posterior",
+    "Strata": ".strata",
+    "stratify": ".strata",
     "allocate": ".allocation",
     "Audit": ".audit",
     "AuditResult": ".audit",
@@ -47,21 +44,22 @@ _LAZY = {
     "write_report": ".report",
 }
 
-__all__ = [
-    "METRICS",
-    "MetricPosterior",
-    "Population",
-    "Strata",
-    "__version__",
-    "estimate",
-    "estimate_counts",
-    "register_metric",
-    "stratify",
-    *sorted(_LAZY),
-]
+__all__ = ["__version__", *sorted(_LAZY)]
+
+
+def _version() -> str:
+    from importlib import metadata  # ~0.1 s: only when asked
+
+    try:
+        return metadata.version("bayes-eval")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0.0.0+unknown"
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        value = globals()["__version__"] = _version()
+        return value
     if name in _LAZY:
         module = importlib.import_module(_LAZY[name], __name__)
         value = module if module.__name__.rsplit(".", 1)[-1] == name else getattr(module, name)
@@ -71,4 +69,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | {"__version__"})

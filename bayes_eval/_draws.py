@@ -10,12 +10,14 @@ the right variable out of the tree.
 from __future__ import annotations
 
 import numbers
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from ._validation import check_level, check_option
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: posterior draws of every result (``estimate``, ``Audit``, pair recall) unless ``draws=`` is
 #: given;
@@ -174,6 +176,8 @@ class DrawSummaries:
                 f"{ci}_ub": hi,
                 "mcse_lower": mcse_quantile(x, 1 - level),
             }
+        import pandas as pd  # start-up time: only tables need pandas
+
         frame = pd.DataFrame.from_dict(rows, orient="index")
         frame.index.name = "quantity"
         informed = getattr(self, "informed", None)

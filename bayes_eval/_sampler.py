@@ -35,7 +35,6 @@ import numbers
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 __all__ = ["KeyedStratumSampler", "item_keys", "make_sampler", "mix64"]
 
@@ -120,6 +119,8 @@ def item_keys(ids: Any, seed: int) -> np.ndarray:
             z ^= np.uint64(t)
             return _mix_array(z)
         if np.issubdtype(arr.dtype, np.str_):
+            import pandas as pd  # start-up time: only string ids need pandas
+
             h = pd.util.hash_array(arr.astype(object), hash_key=format(s, "016x"), categorize=False)
             return _mix_array(np.asarray(h, dtype=np.uint64) ^ np.uint64(t))
     raise TypeError(f"ids has dtype {arr.dtype}; allowed: integers or strings")

@@ -1,19 +1,24 @@
-"""Human labels: coercion and validation of the ``labels`` argument.
+"""Human labels: coercion and validation of the ``labels`` argument, and of the ids and
+annotators given with them.
 
 Labels arrive as a mapping ``id -> label``, a :class:`pandas.Series` indexed by id, or a pair
 ``(ids, labels)`` of arrays. Values must be 0/1 or bool. The same id may appear twice only with
-the same value; ids must belong to the population.
+the same value; ids must belong to the population. :func:`canonical_ids` turns the ids given to
+:meth:`Audit.record <bayes_eval.audit.Audit.record>` into the exact Python ints or strings the
+ledger keeps (never wrapping, never converting between kinds); :func:`check_annotators`
+validates who gave each label.
 """
 
 from __future__ import annotations
 
+import numbers
+import sys
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
-__all__ = ["as_label_values", "coerce_labels"]
+__all__ = ["as_label_values", "canonical_ids", "check_annotators", "coerce_labels"]
 
 
 def as_label_values(values: Any, name: str = "labels") -> np.ndarray:
@@ -41,9 +46,12 @@ def as_label_values(values: Any, name: str = "labels") -> np.ndarray:
 
 
 def _split(labels: Any, name: str) -> tuple[Any, Any]:
-    if isinstance(labels, pd.Series):
+    # labels can only be a pandas object if pandas was imported: never import it here (the
+    # command line's `record` stays free of it)
+    pd = sys.modules.get("pandas")
+    if pd is not None and isinstance(labels, pd.Series):
         return labels.index.to_numpy(), labels.to_numpy()
-    if isinstance(labels, pd.DataFrame):
+    if pd is not None and isinstance(labels, pd.DataFrame):
         cols = set(labels.columns)
         if not {"id", "label"} <= cols:
             raise ValueError(
@@ -106,3 +114,59 @@ def coerce_labels(
         keep = np.concatenate([[True], ~same_as_next])
         pos_sorted, val_sorted = pos_sorted[keep], val_sorted[keep]
     return pos_sorted, val_sorted
+
+
+def canonical_ids(ids: Any, kind: str, name: str = "ids") -> list[Any]:
+    """Ids as the ledger keeps them: Python ints (``kind="int"``) or strings (``"str"``).
+
+    Refuses (``TypeError`` naming ``name``) ids of the other kind, bools and floats, and never
+    wraps integers above 2**63 - 1 to negative ones.
+    """
+    arr = np.asarray(ids)
+    if arr.ndim == 0:
+        arr = arr.reshape(1)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} has shape {arr.shape}; allowed: a 1-D sequence of ids")
+    if arr.size == 0:
+        return []
+    if kind == "int":
+        if arr.dtype == object:
+            bad = [
+                v
+                for v in arr.tolist()
+                if isinstance(v, bool) or not isinstance(v, numbers.Integral)
+            ]
+            if bad:
+                raise TypeError(f"{name} contains {bad[0]!r}; this population has integer ids")
+            return [int(v) for v in arr.tolist()]
+        if arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
+            raise TypeError(
+                f"{name} contains {arr.tolist()[0]!r} (dtype {arr.dtype}); this population "
+                "has integer ids"
+            )
+        if arr.dtype == np.uint64:  # never wrap ids above 2**63 - 1 to negative ones
+            return [int(v) for v in arr.tolist()]
+        return arr.astype(np.int64).tolist()
+    if arr.dtype == object:
+        bad = [v for v in arr.tolist() if not isinstance(v, str)]
+        if bad:
+            raise TypeError(f"{name} contains {bad[0]!r}; this population has string ids")
+    elif not np.issubdtype(arr.dtype, np.str_):
+        raise TypeError(
+            f"{name} contains {arr.tolist()[0]!r} (dtype {arr.dtype}); this population has "
+            "string ids"
+        )
+    return [str(v) for v in arr.tolist()]
+
+
+def check_annotators(annotators: Any, n: int, name: str = "annotators") -> list[str] | None:
+    """Annotator names, one non-empty string per label (None when not given)."""
+    if annotators is None:
+        return None
+    values = [annotators] if isinstance(annotators, str) else list(annotators)
+    if len(values) != n:
+        raise ValueError(f"{name} has {len(values)} entries but ids has {n}; they must match")
+    for v in values:
+        if not isinstance(v, str) or not v.strip():
+            raise ValueError(f"{name} contains {v!r}; allowed: non-empty strings")
+    return values

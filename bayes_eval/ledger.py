@@ -16,9 +16,13 @@ Audit directory layout
       "rng": {...}, "at": ...}``: one line per proposal batch; ``ids`` are grouped by stratum in
       stratum order (the first ``c_0`` are from stratum 0, ...), ``rng`` is the design
       generator's state after the batch;
-    * ``{"type": "label", "id": ..., "label": 0 | 1, "at": ...}``: one line per recorded label;
+    * ``{"type": "label", "id": ..., "label": 0 | 1, "at": ...}``: one line per recorded label
+      (with ``"annotator": name`` when the labeller was given);
     * ``{"type": "look", "look": i, "n_labels": ..., "mean": ..., "lower": ..., "upper": ...,
-      "stop": bool, "reason": ...}``: one line per look taken by ``Audit.run``.
+      "stop": bool, "reason": ...}``: one line per look taken by ``Audit.run``;
+    * ``{"type": "event", "event": "claim" | "look", "data": {...}, "at": ...}``: the
+      pre-registered claim (once) and every logged look at the results or override of the claim
+      (:mod:`bayes_eval.audit._records`); the replay of proposals and labels skips them.
 
 Every record written by this version also carries ``seq``, its 0-based line number (the header
 is 0), so a removed or reordered line is detected. ``ledger.count`` holds the number of
@@ -59,6 +63,7 @@ __all__ = [
     "LedgerRepairWarning",
     "read_ledger",
     "read_manifest",
+    "write_bytes_atomic",
     "write_json_atomic",
 ]
 
@@ -144,13 +149,17 @@ def _fsync_dir(path: Path) -> None:
 
 
 def write_json_atomic(path: str | Path, obj: Any) -> None:
-    """Write ``obj`` as indented JSON to ``path`` atomically (tmp + fsync + replace + dir fsync).
+    """Write ``obj`` as indented JSON to ``path`` atomically (see :func:`write_bytes_atomic`)."""
+    write_bytes_atomic(path, (json.dumps(obj, indent=2, sort_keys=False) + "\n").encode())
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (tmp + fsync + replace + dir fsync).
 
     A reader sees either the old file or the complete new one, never a partial file.
     """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    data = (json.dumps(obj, indent=2, sort_keys=False) + "\n").encode()
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)

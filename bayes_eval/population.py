@@ -2,7 +2,8 @@
 
 A :class:`Population` is array-backed: scores (float64), predicted labels (bool) and ids (int64 or
 strings), with no Python object per item, so that 10^8 items fit in memory. The rest of the package
-only asks a population for the narrow interface listed in :class:`PopulationLike`; an out-of-core
+only asks a population for the narrow interface of
+:class:`bayes_eval._protocols.PopulationLike`; an out-of-core
 (Dask-backed) population can stand in by implementing the same members.
 """
 
@@ -12,41 +13,18 @@ import contextlib
 import hashlib
 import numbers
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
+from ._mapped import searchsorted, take
+from ._protocols import PopulationLike
 from ._validation import as_finite_1d
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 __all__ = ["Population", "PopulationLike"]
-
-
-@runtime_checkable
-class PopulationLike(Protocol):
-    """What the rest of bayes_eval asks of a population.
-
-    ``size``, ``threshold``, ``scores`` and ``predictions`` (1-D arrays in population order),
-    ``ids_at(positions)``, ``scores_at(positions)``, ``predictions_at(positions)`` and
-    ``positions_of(ids)`` (look-up of items by id, raising ``KeyError``-free ``ValueError`` for
-    unknown ids), plus ``fingerprint()``.
-    """
-
-    @property
-    def size(self) -> int: ...
-
-    @property
-    def threshold(self) -> float | None: ...
-
-    def ids_at(self, positions: np.ndarray) -> np.ndarray: ...
-
-    def scores_at(self, positions: np.ndarray) -> np.ndarray: ...
-
-    def predictions_at(self, positions: np.ndarray) -> np.ndarray: ...
-
-    def positions_of(self, ids: Any, *, name: str = "ids") -> np.ndarray: ...
-
-    def fingerprint(self) -> str: ...
 
 
 def check_columns(
@@ -159,6 +137,8 @@ def _as_ids(ids: Any, n: int) -> np.ndarray:
             )
     else:
         raise TypeError(f"ids has dtype {arr.dtype}; allowed: integers or strings")
+    import pandas as pd  # pandas only where a population is built (never in `next`/`record`)
+
     index = pd.Index(arr)
     if not index.is_unique:
         dup = index[index.duplicated()][0]
@@ -225,7 +205,7 @@ class Population:
         self._ids = None if ids is None else _as_ids(ids, scores.shape[0])
         if self._ids is not None:
             self._ids.flags.writeable = False
-        self._index: pd.Index | None = None
+        self._index: Any = None
         self._fingerprint: str | None = None
 
     # ----------------------------------------------------------------- constructors
@@ -237,18 +217,21 @@ class Population:
         ids: np.ndarray | None,
         threshold: float | None,
         fingerprint: str,
+        index: SortedIds | None = None,
     ) -> Population:
-        """A population from arrays this package validated and stored itself (the CLI's cache),
-        without validating them again; ``fingerprint`` is trusted."""
+        """A population from arrays this package validated and stored itself (the arrays of an
+        audit directory, possibly memory-mapped), without validating them again; ``fingerprint``
+        and the id ``index`` (see :class:`SortedIds`) are trusted."""
         self = cls.__new__(cls)
-        self._scores = np.asarray(scores, dtype=np.float64)
-        self._predictions = np.asarray(predictions, dtype=bool)
+        # memory maps stay memory maps (np.asarray would drop the subclass that `take` reads)
+        self._scores = scores if scores.dtype == np.float64 else scores.astype(np.float64)
+        self._predictions = predictions if predictions.dtype == bool else predictions.astype(bool)
         self._threshold = threshold
         self._ids = ids
         for arr in (self._scores, self._predictions, self._ids):
             if arr is not None:
                 arr.flags.writeable = False
-        self._index = None
+        self._index = index
         self._fingerprint = fingerprint
         return self
 
@@ -263,6 +246,8 @@ class Population:
         threshold: float | None = None,
     ) -> Population:
         """Build a population from columns of a :class:`pandas.DataFrame`."""
+        import pandas as pd
+
         if not isinstance(frame, pd.DataFrame):
             raise TypeError(f"frame has type {type(frame).__name__}; allowed: a pandas DataFrame")
         check_columns(
@@ -297,26 +282,25 @@ class Population:
         threshold: float | None = None,
         engine: str = "memory",
         client: Any = None,
-    ) -> Any:
-        """Read a population from a Parquet file or partitioned dataset.
+    ) -> Population:
+        """Read a population from a Parquet file or partitioned dataset into memory.
 
-        ``engine="memory"`` reads only the named columns with pyarrow into memory.
-        ``engine="dask"`` returns a lazily read, out-of-core population (needs the ``dask`` extra).
+        Only the named columns are read, with pyarrow. ``engine`` accepts only ``"memory"``
+        (and ``client`` only None): out-of-core populations are opened by
+        :func:`bayes_eval.parquet.read_parquet` with ``engine="dask"`` or by
+        :meth:`bayes_eval.dask.DaskPopulation.from_parquet`, so that this module never imports
+        the Dask engine (which builds on it).
         """
-        if engine == "dask":
-            from .dask_population import DaskPopulation
-
-            return DaskPopulation.from_parquet(
-                path,
-                score_col=score_col,
-                id_col=id_col,
-                prediction_col=prediction_col,
-                threshold=threshold,
-                client=client,
-            )
         if engine != "memory":
             raise ValueError(
-                f"engine={engine!r} is not one of the allowed values: 'memory', 'dask'"
+                f"engine={engine!r} is not read by Population.from_parquet, which reads into "
+                "memory (allowed: 'memory'); for engine='dask' call "
+                "bayes_eval.parquet.read_parquet(path, engine='dask', ...)"
+            )
+        if client is not None:
+            raise ValueError(
+                f"client={client!r} is for out-of-core populations; allowed here: None (use "
+                "bayes_eval.parquet.read_parquet(path, engine='dask', client=...))"
             )
         import pyarrow.parquet as pq
 
@@ -380,15 +364,15 @@ class Population:
         positions = np.asarray(positions, dtype=np.int64)
         if self._ids is None:
             return positions.copy()
-        return self._ids[positions]
+        return take(self._ids, positions)
 
     def scores_at(self, positions: np.ndarray) -> np.ndarray:
         """Scores of the items at integer ``positions``."""
-        return self._scores[np.asarray(positions, dtype=np.int64)]
+        return take(self._scores, positions)
 
     def predictions_at(self, positions: np.ndarray) -> np.ndarray:
         """Predicted labels of the items at integer ``positions``."""
-        return self._predictions[np.asarray(positions, dtype=np.int64)]
+        return take(self._predictions, positions)
 
     def positions_of(self, ids: Any, *, name: str = "ids") -> np.ndarray:
         """Positions of the items with the given ids; unknown ids raise ``ValueError``."""
@@ -405,6 +389,8 @@ class Population:
                 )
             return arr.astype(np.int64)
         if self._index is None:
+            import pandas as pd
+
             self._index = pd.Index(self._ids)
         if np.issubdtype(self._ids.dtype, np.integer) and arr.dtype == object:
             with contextlib.suppress(TypeError, ValueError):
@@ -437,6 +423,55 @@ class Population:
 
     def __len__(self) -> int:
         return self.size
+
+
+class SortedIds:
+    """An id index from plain (possibly memory-mapped) arrays: the ids sorted, and their positions.
+
+    A lookup is a binary search, O(log N) per id (reading single items of memory-mapped arrays,
+    :mod:`bayes_eval._mapped`), so a stored population answers ``positions_of`` without building
+    a hash table of all N ids.
+
+    Parameters
+    ----------
+    sorted_ids : ndarray, shape (N,)
+        The ids in increasing order (int64, or fixed-width strings).
+    positions : ndarray of int, shape (N,)
+        ``positions[i]`` is the population position of ``sorted_ids[i]``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bayes_eval.population import SortedIds
+    >>> SortedIds.build(np.array([30, 10, 20])).get_indexer(np.array([20, 30, 5]))
+    array([ 2,  0, -1])
+    """
+
+    __slots__ = ("positions", "sorted_ids")
+
+    def __init__(self, sorted_ids: np.ndarray, positions: np.ndarray) -> None:
+        self.sorted_ids = sorted_ids
+        self.positions = positions
+
+    @classmethod
+    def build(cls, ids: np.ndarray) -> SortedIds:
+        """The index of ``ids`` (an O(N log N) sort)."""
+        order = np.argsort(ids, kind="stable")
+        return cls(ids[order], order.astype(np.int64))
+
+    def get_indexer(self, query: np.ndarray) -> np.ndarray:
+        """Positions of the ``query`` ids, -1 for ids not present (as ``pandas.Index``)."""
+        n = self.sorted_ids.shape[0]
+        try:
+            at = searchsorted(self.sorted_ids, query)
+        except TypeError:  # a query of another kind (strings against integers): none found
+            return np.full(query.shape[0], -1, dtype=np.int64)
+        inside = at < n
+        found = np.zeros(query.shape[0], dtype=bool)
+        found[inside] = take(self.sorted_ids, at[inside]) == query[inside]
+        out = np.full(query.shape[0], -1, dtype=np.int64)
+        out[found] = take(self.positions, at[found])
+        return out
 
 
 def _string_ids_digest_input(ids: np.ndarray) -> bytes:

@@ -494,12 +494,12 @@ def test_huge_sizes_are_refused_in_one_line(tmp_path, args, match):
 
 
 def test_memory_error_is_one_line(monkeypatch, tmp_path):
-    import bayes_eval.cli as cli
+    import bayes_eval.cli._pair_recall as pair_recall_cmd
 
     def boom(*a, **k):
         raise MemoryError
 
-    monkeypatch.setattr(cli, "_parse_hn", boom)
+    monkeypatch.setattr(pair_recall_cmd, "_parse_hn", boom)
     res = _cli("pair-recall", "--size-1", "10", "--size-2", "10", "--size-12", "5",
                "--labels-1", "3/5")  # fmt: skip
     assert res.exit_code == 1
