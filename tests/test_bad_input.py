@@ -181,7 +181,14 @@ def test_cli_usage_error_is_one_line(world):
     res = runner.invoke(app, ["next", str(root / "aud"), "-n", "2.5"])
     assert res.exit_code == 2
     lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "'-n'" in lines[0]
+    # one line naming the flag as typed and the value given
+    assert len(lines) == 1 and lines[0].startswith("error: -n '2.5': "), lines
+    assert "integer" in lines[0]
+    for argv in (["-n2.5"], ["--n=2.5"], ["--n", "2.5"]):
+        res = runner.invoke(app, ["next", str(root / "aud"), *argv])
+        lines = res.stderr.strip().splitlines()
+        assert res.exit_code == 2 and len(lines) == 1 and "'2.5'" in lines[0], lines
+        assert lines[0].startswith("error: -n '2.5'" if argv[0].startswith("-n") else "error: --n")
 
 
 # ---------------------------------------------------------------------- the Python API

@@ -120,21 +120,23 @@ def test_round_trip_parquet(parquet_file, population_frame, tmp_path):
     assert res.exit_code == 0, res.output
     assert "f1" in res.stdout and "Strata" in res.stdout and "acceptance rule" in res.stdout
 
-    res = run("certify", audit)
+    res = run("certify", audit, "--uncorrected")
     assert res.exit_code == 0, res.output
     assert "Certification" in res.stdout and "f1 >= 0.3" in res.stdout
     assert "looks 3" in flat(res.stdout)
     assert "3 looks without sequential correction" in flat(res.stdout)
+    assert "UNCORRECTED for 3 looks" in flat(res.stdout)  # in the verdict itself
 
-    # the sequential correction: simulated once, cached in the audit directory
-    res = run("certify", audit, "--corrected", "--n-sims", "300", "--max-mcse", "0.02")
+    # three looks: corrected by default; simulated once, cached in the audit directory
+    res = run("certify", audit, "--n-sims", "300", "--max-mcse", "0.02")
     assert res.exit_code == 0, res.output
-    assert "sequential correction: nominal" in flat(res.stdout)
+    assert "sequential correction" in flat(res.stdout) and "worst-case truth" in flat(res.stdout)
+    assert "UNCORRECTED" not in res.stdout
     (cached,) = json.loads((audit / "sequential_calibration.json").read_text()).values()
     assert 0.9 < cached["level_used"] < 1.0 and cached["n_sims"] == 300
 
     out = tmp_path / "report.html"
-    res = run("report", audit, "--out", out, "--corrected", "--n-sims", "300", "--max-mcse", "0.02")
+    res = run("report", audit, "--out", out, "--n-sims", "300", "--max-mcse", "0.02")
     assert res.exit_code == 0, res.output
     html = out.read_text()
     figures = re.findall(r'<figure id="fig-([a-z]+)"', html)

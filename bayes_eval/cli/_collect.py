@@ -1,0 +1,296 @@
+"""Commands that build an audit: ``init``, ``next`` and ``record``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ._app import (
+    MAX_BATCH,
+    MAX_BUDGET,
+    MAX_SEED,
+    MAX_STRATA,
+    UserError,
+    _check_out_file,
+    _command,
+    _console,
+    _int_in,
+    _one_line,
+    _parse_prior,
+    _prior_json,
+    _versions,
+    app,
+)
+from ._directory import (
+    CLI_FILE,
+    CLI_FORMAT,
+    _load_population,
+    _open,
+    _population_format,
+    _save_cache,
+    _write_atomic,
+    batch_csv,
+    file_sha256,
+)
+from ._labels import read_labels
+
+
+# ------------------------------------------------------------------------------ init
+@app.command()
+@_command
+def init(
+    audit_dir: Annotated[Path, typer.Argument(metavar="AUDIT", help="Audit directory to create.")],
+    scores: Annotated[Path, typer.Option("--scores", help="Population file: .parquet or .csv.")],
+    score_col: Annotated[str, typer.Option("--score-col", help="Column of classifier scores.")],
+    threshold: Annotated[
+        float | None,
+        typer.Option(
+            "--threshold", help="Decision threshold: predicted positive iff score >= threshold."
+        ),
+    ] = None,
+    prediction_col: Annotated[
+        str | None,
+        typer.Option(
+            "--prediction-col", help="Column of 0/1 predictions (instead of --threshold)."
+        ),
+    ] = None,
+    id_col: Annotated[
+        str | None,
+        typer.Option("--id-col", help="Column of unique item ids (default: row number 0..N-1)."),
+    ] = None,
+    metric: Annotated[
+        str, typer.Option(help="Metric to audit (f1, precision, recall, ...).")
+    ] = "f1",
+    target: Annotated[
+        float | None, typer.Option(help="Acceptance target: certify metric >= target.")
+    ] = None,
+    level: Annotated[float, typer.Option(help="Claimed level of the certification.")] = 0.95,
+    design: Annotated[str, typer.Option(help="Sampling design.")] = "posterior_variance",
+    strata: Annotated[int, typer.Option(help="Strata per predicted side.")] = 10,
+    method: Annotated[str, typer.Option(help="Stratification method.")] = "equal_size",
+    prior: Annotated[str, typer.Option(help="jeffreys, uniform or 'a,b'.")] = "jeffreys",
+    seed: Annotated[int, typer.Option(help="Random seed of the audit.")] = 0,
+    engine: Annotated[str, typer.Option(help="memory or dask (Parquet only).")] = "memory",
+    batch_size: Annotated[
+        int,
+        typer.Option(
+            "--batch-size", help="Planned labels per batch (for the sequential correction)."
+        ),
+    ] = 20,
+    budget: Annotated[
+        int, typer.Option(help="Planned label budget (for the sequential correction).")
+    ] = 2000,
+    looks: Annotated[
+        str,
+        typer.Option(
+            "--looks",
+            help="Planned looks: every-batch (after every --batch-size labels) or geometric.",
+        ),
+    ] = "every-batch",
+) -> None:
+    """Create an audit directory for a scored population and pre-register its claim.
+
+    The claim (--metric, --target, --level, --batch-size, --budget, --looks) is recorded in
+    the ledger before any label; ``certify`` with another target or level says it differs.
+    """
+    import bayes_eval as be
+
+    from .._validation import check_level, check_option
+    from ..audit import Claim
+    from ..designs import DESIGNS
+    from ..metrics import METRICS
+    from ..strata import STRATIFIERS, stratify
+
+    check_option(metric, "--metric", tuple(METRICS))
+    check_option(engine, "--engine", ("memory", "dask"))
+    check_option(design, "--design", tuple(DESIGNS))
+    check_option(method, "--method", tuple(STRATIFIERS))
+    check_option(looks, "--looks", ("every-batch", "geometric"))
+    check_level(level, "--level")
+    _int_in(strata, "--strata", 1, MAX_STRATA)
+    _int_in(seed, "--seed", 0, MAX_SEED)
+    _int_in(batch_size, "--batch-size", 1, MAX_BATCH)
+    _int_in(budget, "--budget", 1, MAX_BUDGET)
+    if target is not None and not 0.0 <= target <= 1.0:
+        raise UserError(f"--target {target!r} is outside the range [0, 1] of metric {metric!r}")
+    if (threshold is None) == (prediction_col is None):
+        raise UserError("give exactly one of --threshold and --prediction-col")
+    prior_value = _parse_prior(prior)
+    if audit_dir.exists() and (
+        not audit_dir.is_dir() or any(p.name != "lock" for p in audit_dir.iterdir())
+    ):
+        raise UserError(
+            f"audit directory {str(audit_dir)!r} already exists and is not empty; choose a new path"
+        )
+    if not scores.exists():
+        raise UserError(f"--scores {str(scores)!r} does not exist")
+    source = {
+        "path": str(scores.resolve()),
+        "format": _population_format(scores),
+        "score_col": score_col,
+        "id_col": id_col,
+        "prediction_col": prediction_col,
+        "threshold": threshold,
+        "engine": engine,
+    }
+    source["sha256"] = file_sha256(scores)
+    pop = _load_population(source)
+    source["fingerprint"] = pop.fingerprint()
+    source["size"] = int(pop.size)
+    st = stratify(pop, method=method, n_strata=strata, rng=seed)
+    created = not audit_dir.exists()
+    audit = None
+    try:
+        audit = be.Audit(
+            pop,
+            strata=st,
+            metric=metric,
+            design=design,
+            prior=prior_value,
+            rng=seed,
+            path=audit_dir,
+        )
+        meta = {
+            "format": CLI_FORMAT,
+            "population": source,
+            "metric": metric,
+            "target": target,
+            "level": level,
+            "design": design,
+            "strata": {"method": method, "n_strata": strata, "sizes": st.sizes.tolist()},
+            "prior": _prior_json(prior_value),
+            "seed": seed,
+            "batch_size": batch_size,
+            "budget": budget,
+            "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "versions": _versions(),
+        }
+        audit.register_claim(
+            Claim(metric, target, level, batch_size=batch_size, budget=budget, looks=looks)
+        )
+        _write_atomic(audit_dir / CLI_FILE, json.dumps(meta, indent=2) + "\n")
+        _save_cache(audit_dir, meta, audit)
+    except BaseException:
+        # remove only a directory this command made and locked (never a concurrent writer's)
+        if audit is not None:
+            audit.close()
+            if created:
+                shutil.rmtree(audit_dir, ignore_errors=True)
+        raise
+    audit.close()
+    out = _console()
+    out.print(
+        f"created audit [bold]{audit_dir}[/]: N={pop.size:,} items, {st.n_strata} strata "
+        f"({method}), metric {metric}, design {design}, prior {prior}, seed {seed}"
+    )
+    out.print(f"population {source['path']} sha256 {source['sha256'][:16]}…")
+    claim = (
+        f"{metric} >= {target:g} at level {level:g}"
+        if target is not None
+        else f"{metric}, no target"
+    )
+    out.print(
+        f"pre-registered claim: {claim}; planned looks {looks}, --batch-size {batch_size}, "
+        f"--budget {budget}"
+    )
+    out.print(f"next: bayes-eval next {audit_dir} -n {batch_size} --out batch.csv")
+
+
+# ------------------------------------------------------------------------------ next
+@app.command("next")
+@_command
+def next_batch(
+    audit_dir: Annotated[Path, typer.Argument(metavar="AUDIT")],
+    n: Annotated[int, typer.Option("-n", "--n", help="Items to propose.")] = 20,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="CSV file to write (default: standard output).")
+    ] = None,
+    pending: Annotated[
+        bool,
+        typer.Option(
+            "--pending",
+            help="Re-export the items proposed but not labelled yet (proposes nothing new).",
+        ),
+    ] = False,
+) -> None:
+    """Propose the next items to label: CSV with columns id,score,stratum."""
+    from .._validation import check_positive_int
+
+    check_positive_int(n, "-n")
+    if n > MAX_BATCH:
+        raise UserError(f"-n {n} is too large; allowed: 1 to {MAX_BATCH:,} items per batch")
+    if out is not None:
+        _check_out_file(out)
+    opened = _open(audit_dir, write=not pending)
+    audit, pop = opened.audit, opened.population
+    if pending:
+        ids = audit.pending
+    else:
+        remaining = int(pop.size) - int(audit.n_proposed)
+        if remaining <= 0:
+            raise UserError(
+                f"every one of the {pop.size:,} items has been proposed; nothing left for -n {n}"
+            )
+        ids = audit.propose(n)
+    positions = pop.positions_of(ids)
+    text = batch_csv(
+        pop.ids_at(positions), pop.scores_at(positions), audit.strata.stratum_of(positions)
+    )
+    what = "pending item(s)" if pending else "items to label"
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        try:
+            _write_atomic(out, text)
+        except OSError as exc:
+            raise UserError(
+                f"--out {str(out)!r} could not be written ({_one_line(exc)}); the "
+                f"{len(positions)} proposed item(s) are kept: export them with "
+                f"`bayes-eval next {audit_dir} --pending --out FILE`"
+            ) from None
+        _console(stderr=True).print(f"wrote {len(positions)} {what} to {out}")
+
+
+@app.command()
+@_command
+def record(
+    audit_dir: Annotated[Path, typer.Argument(metavar="AUDIT")],
+    labels: Annotated[
+        Path,
+        typer.Argument(
+            metavar="LABELS_FILE",
+            help="Labels: .csv, .tsv (tab-separated) or .jsonl with columns id,label (0/1).",
+        ),
+    ],
+    id_col: Annotated[
+        str, typer.Option("--id-col", help="Column (or JSON field) of item ids.")
+    ] = "id",
+    label_col: Annotated[
+        str, typer.Option("--label-col", help="Column (or JSON field) of the 0/1 labels.")
+    ] = "label",
+    annotator_col: Annotated[
+        str | None,
+        typer.Option(
+            "--annotator-col",
+            help="Column (or JSON field) naming who gave each label (kept in the ledger).",
+        ),
+    ] = None,
+) -> None:
+    """Record labels from a CSV, TSV or JSON Lines file (all or nothing)."""
+    opened = _open(audit_dir, write=True)
+    data = read_labels(
+        labels, opened.population, id_col=id_col, label_col=label_col, annotator_col=annotator_col
+    )
+    before = int(opened.audit.n_labels)
+    opened.audit.record(data.ids, data.labels, annotators=data.annotators)
+    after = int(opened.audit.n_labels)
+    _console().print(
+        f"recorded {after - before} new label(s) ({len(data.ids) - (after - before)} already "
+        f"known); {after} labels in total"
+    )
