@@ -14,6 +14,7 @@ _LAZY = {
     "METRICS": ".metrics",
     "register_metric": ".metrics",
     "Population": ".population",
+    "read_parquet": ".parquet",
     "MetricPosterior": ".posterior",
     "estimate": ".posterior",
     "estimate_counts": ".posterior",

@@ -3,13 +3,19 @@
 :class:`DrawSummaries` is a mixin for frozen result dataclasses that carry an
 ``xarray.DataTree`` whose ``posterior`` group holds scalar quantities over ``(chain, draw)``.
 It provides ``mean``, ``lower_bound``, ``upper_bound``, ``interval``, ``prob_at_least``,
-``prob_greater`` and ``summary``. Kernels here are plain numpy (axis-last); the mixin only picks
-the right variable out of the tree.
+``prob_greater``, ``bounds`` and ``summary``. Kernels here are plain numpy (axis-last); the mixin
+only picks the right variable out of the tree.
+
+Start-up cost: only ``interval`` and ``summary`` (arviz-base for their defaults) and the
+:func:`eti` / :func:`hdi` / :func:`mcse_quantile` helpers import ArviZ (arviz-stats takes seconds,
+mostly scipy.stats); ``bounds`` (what ``bayes-eval status`` prints) and every other method need
+numpy alone.
 """
 
 from __future__ import annotations
 
 import numbers
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -24,7 +30,45 @@ if TYPE_CHECKING:
 #: simulations use fewer per simulated look (:func:`bayes_eval.simulate`, ``draws=2000``)
 DEFAULT_DRAWS: int = 40_000
 
-__all__ = ["DEFAULT_DRAWS", "DrawSummaries", "eti", "hdi", "mcse_quantile"]
+__all__ = ["DEFAULT_DRAWS", "Bounds", "DrawSummaries", "bounds_of", "eti", "hdi", "mcse_quantile"]
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """Posterior mean, standard deviation and one-sided credible bounds of one quantity.
+
+    Attributes
+    ----------
+    mean, sd : float
+        Posterior mean and standard deviation (``ddof=1``).
+    lower, upper : float
+        One-sided bounds at ``level``: the ``1 - level`` and ``level`` posterior quantiles
+        (linear interpolation, as :func:`numpy.quantile`), so ``P(quantity >= lower) = level``.
+    level : float
+    """
+
+    mean: float
+    sd: float
+    lower: float
+    upper: float
+    level: float
+
+
+def bounds_of(draws: np.ndarray, level: float) -> Bounds:
+    """:class:`Bounds` of 1-D Monte Carlo ``draws`` at ``level`` (numpy only).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bayes_eval._draws import bounds_of
+    >>> b = bounds_of(np.random.default_rng(0).beta(80, 20, 40_000), 0.95)
+    >>> round(b.mean, 2), round(b.lower, 2), round(b.upper, 2)
+    (0.8, 0.73, 0.86)
+    """
+    level = check_level(level, "level")
+    x = np.asarray(draws, dtype=np.float64).reshape(-1)
+    lo, hi = np.quantile(x, [1.0 - level, level])
+    return Bounds(float(x.mean()), float(x.std(ddof=1)), float(lo), float(hi), level)
 
 
 def _array_stats() -> Any:
@@ -128,6 +172,16 @@ class DrawSummaries:
             raise ValueError(f"value={value!r} must be a finite real number")
         return float(np.mean(self.draws(quantity) >= value))
 
+    def bounds(self, level: float = 0.95) -> dict[str, Bounds]:
+        """Per quantity: mean, sd and one-sided ``level`` bounds (:class:`Bounds`), numpy only.
+
+        The columns ``mean``, ``sd``, ``lower_<level>`` and ``upper_<level>`` of :meth:`summary`
+        without its two-sided interval and Monte Carlo error, which need arviz-stats (seconds to
+        import); ``bayes-eval status`` prints these.
+        """
+        level = check_level(level, "level")
+        return {name: bounds_of(self.draws(name), level) for name in self.quantities}
+
     def prob_greater(self, other: DrawSummaries, quantity: str) -> float:
         """Posterior probability that this ``quantity`` exceeds ``other``'s.
 
@@ -165,13 +219,14 @@ class DrawSummaries:
         ci = f"{kind}{100 * prob:g}"
         for name in self.quantities:
             x = self.draws(name)
+            b = bounds_of(x, level)
             lo, hi = eti(x, prob) if kind == "eti" else hdi(x, prob)
             rows[name] = {
-                "mean": float(x.mean()),
-                "sd": float(x.std(ddof=1)),
+                "mean": b.mean,
+                "sd": b.sd,
                 "median": float(np.median(x)),
-                f"lower_{tag}": float(np.quantile(x, 1 - level)),
-                f"upper_{tag}": float(np.quantile(x, level)),
+                f"lower_{tag}": b.lower,
+                f"upper_{tag}": b.upper,
                 f"{ci}_lb": lo,
                 f"{ci}_ub": hi,
                 "mcse_lower": mcse_quantile(x, 1 - level),

@@ -31,7 +31,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["PopulationLike", "StrataLike"]
+__all__ = ["PopulationLike", "StrataLike", "strata_repr"]
 
 
 @runtime_checkable
@@ -88,3 +88,15 @@ class StrataLike(Protocol):
     def n_strata(self) -> int: ...
 
     def stratum_of(self, positions: np.ndarray) -> np.ndarray: ...
+
+
+def strata_repr(strata: StrataLike) -> str:
+    """The repr every :class:`StrataLike` class shares: its class name, method, variable, ``K``
+    (predicted negative and positive strata) and ``N``."""
+    kneg = int((~np.asarray(strata.predicted, dtype=bool)).sum())
+    k = strata.n_strata
+    return (
+        f"{type(strata).__name__}(method={strata.method!r}, variable={strata.variable!r}, "
+        f"K={k} ({kneg} predicted negative, {k - kneg} predicted positive), "
+        f"N={int(strata.sizes.sum()):,})"
+    )

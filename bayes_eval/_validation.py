@@ -16,6 +16,7 @@ __all__ = [
     "RNGLike",
     "as_finite_1d",
     "as_generator",
+    "check_bool",
     "check_level",
     "check_nonnegative_int",
     "check_option",
@@ -113,3 +114,10 @@ def as_finite_1d(values: Any, name: str, *, allow_empty: bool = False) -> np.nda
             f"{arr[bad[0]]!r}); allowed: finite real numbers"
         )
     return arr
+
+
+def check_bool(value: Any, name: str) -> bool:
+    """``True`` or ``False`` (a Python or NumPy bool; ints such as 0 and 1 are refused)."""
+    if not isinstance(value, bool | np.bool_):
+        raise TypeError(f"{name}={value!r} must be True or False")
+    return bool(value)

@@ -6,19 +6,22 @@ Labels arrive as a mapping ``id -> label``, a :class:`pandas.Series` indexed by 
 the same value; ids must belong to the population. :func:`canonical_ids` turns the ids given to
 :meth:`Audit.record <bayes_eval.audit.Audit.record>` into the exact Python ints or strings the
 ledger keeps (never wrapping, never converting between kinds); :func:`check_annotators`
-validates who gave each label.
+validates who gave each label, and :func:`new_labels` checks one ``record`` call against the
+items an audit proposed and the labels it already holds.
 """
 
 from __future__ import annotations
 
 import numbers
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-__all__ = ["as_label_values", "canonical_ids", "check_annotators", "coerce_labels"]
+from ._protocols import PopulationLike
+
+__all__ = ["as_label_values", "canonical_ids", "check_annotators", "coerce_labels", "new_labels"]
 
 
 def as_label_values(values: Any, name: str = "labels") -> np.ndarray:
@@ -71,7 +74,7 @@ def _split(labels: Any, name: str) -> tuple[Any, Any]:
 
 
 def coerce_labels(
-    labels: Any, population: Any, *, name: str = "labels"
+    labels: Any, population: PopulationLike, *, name: str = "labels"
 ) -> tuple[np.ndarray, np.ndarray]:
     """Validate labels against a population.
 
@@ -170,3 +173,66 @@ def check_annotators(annotators: Any, n: int, name: str = "annotators") -> list[
         if not isinstance(v, str) or not v.strip():
             raise ValueError(f"{name} contains {v!r}; allowed: non-empty strings")
     return values
+
+
+def new_labels(
+    keys: list[Any],
+    labels: Any,
+    annotators: Any,
+    *,
+    proposed: Mapping[Any, int],
+    recorded: Mapping[Any, int],
+    population: PopulationLike,
+    id_array: Callable[[list[Any]], np.ndarray],
+) -> list[tuple[Any, int, str | None]]:
+    """The labels one :meth:`Audit.record <bayes_eval.audit.Audit.record>` call adds.
+
+    ``keys`` are the call's ids in ledger form (:func:`canonical_ids`), ``proposed`` maps every
+    proposed id to its stratum, ``recorded`` every labelled id to its label, and ``id_array``
+    turns ledger keys back into an id array of the population. Everything is checked before
+    anything is returned: the labels are 0/1 or bool with one per id, an id gets one label in the
+    call and none that conflicts with an earlier one, and every id was proposed (an id not in
+    the population and an id never proposed are distinct errors).
+
+    Returns
+    -------
+    list of (id, label, annotator or None)
+        The labels not recorded before, in first-seen order; an id given twice keeps its first
+        annotator. Empty when every label was recorded before (re-recording is a no-op).
+    """
+    values = as_label_values(
+        np.asarray(labels).reshape(-1) if np.ndim(labels) == 0 else labels, "labels"
+    )
+    if values.shape[0] != len(keys):
+        raise ValueError(
+            f"ids has {len(keys)} entries but labels has {values.shape[0]}; they must match"
+        )
+    who = check_annotators(annotators, len(keys))
+    given: dict[Any, int] = {}
+    by: dict[Any, str] = {}
+    for i, (key, y) in enumerate(zip(keys, values.tolist(), strict=True)):
+        if who is not None:
+            by.setdefault(key, who[i])
+        old = given.setdefault(key, y)
+        if old != y:
+            raise ValueError(f"ids gives id {key!r} two different labels (0 and 1)")
+    not_proposed = [key for key in given if key not in proposed]
+    if not_proposed:
+        try:
+            population.positions_of(id_array(not_proposed), name="ids")
+        except ValueError as exc:
+            raise ValueError(f"ids contains an id not in the population: {exc}") from None
+        raise ValueError(
+            f"ids contains {len(not_proposed)} id(s) never proposed by this audit (first: "
+            f"{not_proposed[0]!r}); only items from propose() can be recorded"
+        )
+    new: list[tuple[Any, int, str | None]] = []
+    for key, y in given.items():
+        old = recorded.get(key)
+        if old is None:
+            new.append((key, y, by.get(key)))
+        elif old != y:
+            raise ValueError(
+                f"id {key!r} already has label {old}; the new label {y} conflicts with it"
+            )
+    return new

@@ -61,6 +61,7 @@ __all__ = [
     "Ledger",
     "LedgerError",
     "LedgerRepairWarning",
+    "fsync_dir",
     "read_ledger",
     "read_manifest",
     "write_bytes_atomic",
@@ -135,7 +136,8 @@ def _decode_line(raw: bytes) -> dict[str, Any] | None:
     return rec
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: str | Path) -> None:
+    """``fsync`` the directory ``path``, so that a rename or a new file in it is durable."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:  # pragma: no cover - platforms without directory fds
@@ -169,7 +171,7 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def read_manifest(directory: str | Path) -> dict[str, Any]:
@@ -311,7 +313,7 @@ class Ledger:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
         led = cls(path, fd)
         led.append([{"type": "header", "format": FORMAT, "version": VERSION, **header}])
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
         return led
 
     @classmethod

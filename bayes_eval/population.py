@@ -65,6 +65,18 @@ def as_int_id_query(arr: np.ndarray, name: str, allowed: str) -> np.ndarray:
     return _to_int64(arr, name)
 
 
+def check_position_ids(arr: np.ndarray, size: int, name: str) -> np.ndarray:
+    """Integer ids of a population whose ids are its positions ``0..size-1``, as int64
+    positions; an id outside that range is a ``ValueError`` naming it."""
+    bad = (arr < 0) | (arr >= size)
+    if bad.any():
+        raise ValueError(
+            f"{name} contains unknown id {arr[np.flatnonzero(bad)[0]].item()!r}; "
+            f"allowed: ids 0..{size - 1}"
+        )
+    return arr.astype(np.int64)
+
+
 _INT64_MAX = np.iinfo(np.int64).max
 _INT64_MIN = np.iinfo(np.int64).min
 
@@ -381,13 +393,7 @@ class Population:
             return np.empty(0, dtype=np.int64)
         if self._ids is None:
             arr = as_int_id_query(arr, name, f"integer ids 0..{self.size - 1}")
-            bad = (arr < 0) | (arr >= self.size)
-            if bad.any():
-                raise ValueError(
-                    f"{name} contains unknown id {arr[np.flatnonzero(bad)[0]].item()!r}; "
-                    f"allowed: ids 0..{self.size - 1}"
-                )
-            return arr.astype(np.int64)
+            return check_position_ids(arr, self.size, name)
         if self._index is None:
             import pandas as pd
 

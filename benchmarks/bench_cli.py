@@ -1,5 +1,5 @@
-"""CLI cost per command on a large population (issue 16): wall time and peak memory of ``next`` and
-``record`` in a fresh process each, as a user runs them.
+"""CLI cost per command on a large population (issues 16 and 18): wall time and peak memory of
+``next``, ``record`` and ``status`` in a fresh process each, as a user runs them.
 
 Run: ``uv run python benchmarks/bench_cli.py [N] [--baseline SRC]`` (default N = 10_000_000 rows
 with integer ids). Each command runs in a fresh process measured with ``/usr/bin/time``. The
@@ -12,6 +12,13 @@ audit directory made by an older release).
 ``git archive HEAD`` of the previous release unpacked there) in the same run, alternating with the
 current code, and prints the ratio current / baseline per command.
 
+``--status-only [--runs R] [--baseline-note TEXT]`` (issue 18: ``status`` start-up <= 1.5 s)
+makes the audit (``init``, three rounds of ``next -n 20`` / ``record``: 60 labels) and then
+times ``status`` only: ``R`` fresh processes of the current code, alternating with the
+baseline's when ``--baseline`` is given, reporting medians and the median of the pair-by-pair
+ratios. It rewrites only the ``status`` section of the results file; the table of the full run
+is kept as it is (and the full run keeps the ``status`` section).
+
 Bytecode: the commands run with ``PYTHONPYCACHEPREFIX`` set to a temporary directory (filled by a
 warm-up run), so imports are timed from compiled bytecode as in an installed package, even where
 the environment sets ``PYTHONDONTWRITEBYTECODE``.
@@ -23,6 +30,7 @@ import argparse
 import csv
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,6 +43,9 @@ import pandas as pd
 CMD = [sys.executable, "-c", "import sys; from bayes_eval.cli import app; app(sys.argv[1:])"]
 STORE = "population"
 OLD_CACHE = ("population_cache.npz", "population_cache.json")
+RESULTS = Path(__file__).parent / "results" / "bench_cli.txt"
+#: first line of the ``--status-only`` section of the results file
+STATUS_MARK = "status start-up (issue 18)"
 
 
 def _env(src: Path | None, pycache: Path) -> dict[str, str]:
@@ -70,18 +81,25 @@ def _labels_from_batch(batch: Path, out: Path) -> None:
             w.writerow([row["id"], int(float(row["score"]) > 0.4)])
 
 
-def run_commands(tmp: Path, csv_file: Path, env: dict[str, str], tag: str) -> list[tuple]:
-    audit = tmp / f"audit_{tag}"
+def _init(audit: Path, csv_file: Path, env: dict[str, str]) -> tuple[float, float]:
     shutil.rmtree(audit, ignore_errors=True)
-    rows = []
-    wall, rss = timed(
+    return timed(
         ["init", str(audit), "--scores", str(csv_file), "--score-col", "p", "--id-col", "id",
          "--threshold", "0.5", "--strata", "10", "--design", "proportional"],
         env,
     )  # fmt: skip
-    rows.append(("init (parse, hash, store)", wall, rss))
+
+
+def run_commands(
+    tmp: Path, csv_file: Path, env: dict[str, str], tag: str, *, rounds: tuple = ()
+) -> list[tuple]:
+    """``init``, then ``next``/``record`` per round (``(label, drop the stored arrays)``) and
+    ``status``; the rows (command, wall s, peak MB)."""
+    audit = tmp / f"audit_{tag}"
+    rows = [("init (parse, hash, store)", *_init(audit, csv_file, env))]
     batch, labels = tmp / f"b_{tag}.csv", tmp / f"l_{tag}.csv"
-    for label, drop in (("no stored arrays", True), ("stored", False), ("stored", False)):
+    rounds = rounds or (("no stored arrays", True), ("stored", False), ("stored", False))
+    for label, drop in rounds:
         for command in ("next", "record"):
             if drop:
                 shutil.rmtree(audit / STORE, ignore_errors=True)
@@ -100,20 +118,79 @@ def run_commands(tmp: Path, csv_file: Path, env: dict[str, str], tag: str) -> li
     return rows
 
 
+def status_runs(audit: Path, envs: dict[str, dict[str, str]], runs: int) -> dict[str, list]:
+    """``runs`` fresh ``status`` processes per code version, alternating (A B A B ...) so that
+    a drift of the shared machine's speed hits both alike; one warm-up each, not counted."""
+    out: dict[str, list] = {tag: [] for tag in envs}
+    for i in range(runs + 1):
+        for tag, env in envs.items():
+            wall, rss = timed(["status", str(audit)], env)
+            if i:
+                out[tag].append((wall, rss))
+    return out
+
+
+def _status_row(tag: str, runs: list) -> str:
+    walls = [w for w, _ in runs]
+    spread = f"({min(walls):.2f}-{max(walls):.2f})"
+    peak = statistics.median(r for _, r in runs)
+    return f"{tag:10s} {statistics.median(walls):14.2f} {spread:>14s} {peak:8.0f}"
+
+
+def status_section(n: int, size_mb: float, runs: dict[str, list], note: str) -> list[str]:
+    """The ``--status-only`` section: medians (min-max) and the median pair-by-pair ratio."""
+    lines = [
+        f"{STATUS_MARK}: `status AUDIT` on N={n:,} rows (CSV {size_mb:,.0f} MB), 60 labels in "
+        f"20 strata, 40,000 draws; {len(runs['current'])} fresh processes per code version "
+        f"after one warm-up, alternating; {os.cpu_count()} cores shared, bytecode compiled",
+        f"{'code':10s} {'wall s median':>14s} {'(min-max)':>14s} {'peak MB':>8s}",
+        *(_status_row(tag, r) for tag, r in runs.items()),
+    ]
+    if "baseline" in runs:
+        pairs = zip(runs["current"], runs["baseline"], strict=True)
+        ratios = [a[0] / b[0] for a, b in pairs]
+        lines.append(
+            f"ratio current / baseline wall, median of the pairs: {statistics.median(ratios):.2f} "
+            f"({min(ratios):.2f}-{max(ratios):.2f}); baseline = {note or 'the --baseline code'}"
+        )
+    return lines
+
+
+def _write(main_lines: list[str] | None, status_lines: list[str] | None) -> str:
+    """Rewrite one section of the results file and keep the other."""
+    old = RESULTS.read_text() if RESULTS.exists() else ""
+    head, mark, tail = old.partition(STATUS_MARK)
+    kept_main = head.rstrip("\n").splitlines()
+    kept_status = (mark + tail).rstrip("\n").splitlines() if mark else []
+    lines = (main_lines if main_lines is not None else kept_main) + [""]
+    lines += status_lines if status_lines is not None else kept_status
+    text = "\n".join(lines).strip("\n") + "\n"
+    RESULTS.write_text(text)
+    return text
+
+
+def _population(tmp: Path, n: int) -> Path:
+    rng = np.random.default_rng(0)
+    scores = rng.beta(0.6, 2.0, size=n)
+    csv_file = tmp / "scores.csv"
+    pd.DataFrame({"id": np.arange(n, dtype=np.int64) * 7 + 3, "p": scores}).to_csv(
+        csv_file, index=False, float_format="%.6f"
+    )
+    return csv_file
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("n", type=int, nargs="?", default=10_000_000)
     parser.add_argument("--baseline", type=Path, default=None)
+    parser.add_argument("--status-only", action="store_true")
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--baseline-note", default="", help="What the baseline code is.")
     args = parser.parse_args()
     n = args.n
     tmp = Path(tempfile.mkdtemp(prefix="bench_cli_"))
     try:
-        rng = np.random.default_rng(0)
-        scores = rng.beta(0.6, 2.0, size=n)
-        csv_file = tmp / "scores.csv"
-        pd.DataFrame({"id": np.arange(n, dtype=np.int64) * 7 + 3, "p": scores}).to_csv(
-            csv_file, index=False, float_format="%.6f"
-        )
+        csv_file = _population(tmp, n)
         size_mb = csv_file.stat().st_size / 1e6
         envs = {"current": _env(None, tmp / "pyc_current")}
         if args.baseline is not None:
@@ -122,6 +199,12 @@ def main() -> None:
             subprocess.run(
                 [*CMD, "--help"], capture_output=True, env=env, check=True, cwd=env["BENCH_CWD"]
             )
+        if args.status_only:
+            stored = (("stored", False),) * 3
+            run_commands(tmp, csv_file, envs["current"], "current", rounds=stored)
+            runs = status_runs(tmp / "audit_current", envs, args.runs)
+            print(_write(None, status_section(n, size_mb, runs, args.baseline_note)))
+            return
         results = {tag: run_commands(tmp, csv_file, env, tag) for tag, env in envs.items()}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -145,10 +228,7 @@ def main() -> None:
             "baseline = the previous release's code (its population cache instead of stored "
             "arrays); ratio = current / baseline wall time"
         )
-    text = "\n".join(lines) + "\n"
-    print(text)
-    out = Path(__file__).parent / "results" / "bench_cli.txt"
-    out.write_text(text)
+    print(_write(lines, None))
 
 
 if __name__ == "__main__":

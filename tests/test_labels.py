@@ -57,3 +57,12 @@ def test_estimate_rejects_bad_labels_and_changes_nothing(pop):
     with pytest.raises(ValueError):
         be.estimate(strata, (["i1"], [3]), draws=100, rng=0)
     assert np.array_equal(strata.assignment, before)
+
+
+@pytest.mark.parametrize("value", [0, 1, "yes", None, np.array([True])])
+def test_check_bool_refuses_non_bools_naming_the_argument(value):
+    from bayes_eval._validation import check_bool
+
+    with pytest.raises(TypeError, match=r"^finite_population=.* must be True or False$"):
+        check_bool(value, "finite_population")
+    assert check_bool(np.bool_(False), "x") is False and check_bool(True, "x") is True

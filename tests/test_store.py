@@ -69,6 +69,9 @@ def test_stored_audit_proposes_exactly_what_the_in_memory_audit_does(tmp_path, k
         assert b.estimate().mean("f1") == twin.estimate().mean("f1")
     with pytest.raises(ValueError, match="unknown id"):
         store.population.positions_of(np.asarray(["nope"] if kind == "str" else [10**12]))
+    # the stored strata describe themselves as the in-memory ones do (one shared repr/dataset)
+    assert store.strata.to_dataset().identical(strata.to_dataset())
+    assert repr(store.strata) == "Stored" + repr(strata)
 
 
 @pytest.mark.parametrize(
@@ -216,6 +219,17 @@ def test_package_import_is_lazy_and_has_a_version():
     assert version[0].isdigit() and loaded == "[]"
     assert out[1] == "True False"  # the audit needs numpy, never xarray
     assert set(be.__all__) <= set(dir(be))
+
+
+def test_read_parquet_is_public_and_reads_a_population(tmp_path):
+    from bayes_eval.parquet import read_parquet
+
+    assert "read_parquet" in be.__all__ and be.read_parquet is read_parquet
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    pd.DataFrame({"score": [0.1, 0.7, 0.4, 0.9]}).to_parquet(tmp_path / "p.parquet")
+    pop = be.read_parquet(tmp_path / "p.parquet", score_col="score", threshold=0.5)
+    assert pop.size == 4 and pop.predictions_at(np.arange(4)).tolist() == [0, 1, 0, 1]
 
 
 @pytest.mark.parametrize("dtype", ["<i8", "<f8", "|b1", "<i4", "<U7"])

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import numbers
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,15 +41,17 @@ import numpy as np
 from .._draws import DEFAULT_DRAWS
 from .._loop import allocate, design_state
 from .._procedure import Procedure
-from .._validation import RNGLike, as_generator, check_option, check_positive_int
-from ..designs import DESIGNS, DesignState, make_design
-from ..labels import as_label_values, canonical_ids, check_annotators
+from .._protocols import PopulationLike, StrataLike
+from .._sampler import make_sampler
+from .._validation import RNGLike, as_generator, check_bool, check_option, check_positive_int
+from ..designs import DesignState
+from ..labels import canonical_ids, new_labels
 from ..ledger import now, read_manifest
 from ..metrics import METRICS
 from ..models import DEFAULT_MODEL, MODELS, design_prior
 from ..priors import Prior, resolve_prior
 from ._directory import AuditDirectory, replay
-from ._manifest import build_manifest, open_arguments, score_mean
+from ._manifest import audit_seed, build_manifest, check_design, open_arguments, score_mean
 from ._records import Claim, LookRecord, event_record
 
 if TYPE_CHECKING:
@@ -141,9 +142,9 @@ class Audit:
 
     def __init__(
         self,
-        population: Any,
+        population: PopulationLike,
         *,
-        strata: Any,
+        strata: StrataLike,
         metric: str = "f1",
         design: Any = "posterior_variance",
         prior: Any = "jeffreys",
@@ -166,28 +167,14 @@ class Audit:
         check_option(metric, "metric", tuple(METRICS))
         check_option(model, "model", ("independent", *MODELS))
         self.draws = check_positive_int(draws, "draws")
-        if not isinstance(finite_population, bool | np.bool_):
-            raise TypeError(f"finite_population={finite_population!r} must be True or False")
-        if design_options is not None and not isinstance(design_options, dict):
-            raise TypeError(f"design_options={design_options!r} must be a dict or None")
-        self.design_options: dict[str, Any] = dict(design_options or {})
-        if isinstance(design, str):
-            check_option(design, "design", tuple(DESIGNS))
-            self.design = make_design(design, **self.design_options)
-            self.design_name = design
-        else:
-            if self.design_options:
-                raise ValueError("design_options are only for a design given by name")
-            self.design = make_design(design)
-            self.design_name = str(getattr(design, "name", type(design).__name__))
-        k = int(strata.n_strata)
+        check_bool(finite_population, "finite_population")
+        checked = check_design(design, design_options)
+        self.design, self.design_name = checked.design, checked.name
+        self.design_options: dict[str, Any] = dict(checked.options)
         self.prior = prior
+        k = int(strata.n_strata)
         self.prior_a, self.prior_b, self.prior_description = resolve_prior(prior, k)
-        if isinstance(rng, numbers.Integral) and not isinstance(rng, bool):
-            as_generator(rng)  # validates (non-negative)
-            self.seed = int(rng)
-        else:
-            self.seed = int(as_generator(rng).integers(0, 2**63))
+        self.seed = audit_seed(rng)
         self.population = population
         self.strata = strata
         self.metric = metric
@@ -213,7 +200,7 @@ class Audit:
         self._claim: Claim | None = None
         self._looks_logged: list[LookRecord] = []
         self._rng = np.random.default_rng(self.seed)
-        self._sampler = _make_sampler(strata, self.seed)
+        self._sampler = make_sampler(strata, self.seed)
         probe = population.ids_at(np.zeros(1, dtype=np.int64))
         self._id_dtype = np.asarray(probe).dtype
         self.id_kind = "int" if np.issubdtype(self._id_dtype, np.integer) else "str"
@@ -345,9 +332,9 @@ class Audit:
     def open(
         cls,
         path: str | Path,
-        population: Any,
+        population: PopulationLike,
         *,
-        strata: Any = None,
+        strata: StrataLike | None = None,
         design: Any = None,
         read_only: bool = False,
     ) -> Audit:
@@ -540,52 +527,26 @@ class Audit:
             Number of new labels recorded.
         """
         self._check_usable()
-        keys = self._canon(ids, "ids")
-        values = as_label_values(
-            np.asarray(labels).reshape(-1) if np.ndim(labels) == 0 else labels, "labels"
+        new = new_labels(
+            self._canon(ids, "ids"),
+            labels,
+            annotators,
+            proposed=self._proposed,
+            recorded=self._labels,
+            population=self.population,
+            id_array=self._as_id_array,
         )
-        if values.shape[0] != len(keys):
-            raise ValueError(
-                f"ids has {len(keys)} entries but labels has {values.shape[0]}; they must match"
-            )
-        who = check_annotators(annotators, len(keys))
-        given: dict[Any, int] = {}
-        by: dict[Any, str] = {}
-        for i, (key, y) in enumerate(zip(keys, values.tolist(), strict=True)):
-            if who is not None:
-                by.setdefault(key, who[i])
-            old = given.setdefault(key, y)
-            if old != y:
-                raise ValueError(f"ids gives id {key!r} two different labels (0 and 1)")
-        not_proposed = [key for key in given if key not in self._proposed]
-        if not_proposed:
-            probe = self._as_id_array(not_proposed)
-            try:
-                self.population.positions_of(probe, name="ids")
-            except ValueError as exc:
-                raise ValueError(f"ids contains an id not in the population: {exc}") from None
-            raise ValueError(
-                f"ids contains {len(not_proposed)} id(s) never proposed by this audit (first: "
-                f"{not_proposed[0]!r}); only items from propose() can be recorded"
-            )
-        new: list[tuple[Any, int]] = []
-        for key, y in given.items():
-            old = self._labels.get(key)
-            if old is None:
-                new.append((key, y))
-            elif old != y:
-                raise ValueError(
-                    f"id {key!r} already has label {old}; the new label {y} conflicts with it"
-                )
         if not new:
             return 0
         stamp = now()
-        lines = [{"type": "label", "id": key, "label": y, "at": stamp} for key, y in new]
-        if who is not None:
-            for line in lines:
-                line["annotator"] = by[line["id"]]
+        lines = []
+        for key, y, who in new:
+            line: dict[str, Any] = {"type": "label", "id": key, "label": y, "at": stamp}
+            if who is not None:
+                line["annotator"] = who
+            lines.append(line)
         self._persist(lines)
-        for key, y in new:
+        for key, y, _ in new:
             self._apply_label(key, y)
         return len(new)
 
@@ -724,13 +685,3 @@ class Audit:
             f"K={self._sizes.shape[0]}, {self.n_labels} labels, {len(self._pending)} pending, "
             f"{self._round} batches{where})"
         )
-
-
-def _make_sampler(strata: Any, seed: int) -> Any:
-    """The strata's own sampler (stored strata have one), else the in-memory keyed sampler."""
-    maker = getattr(strata, "make_sampler", None)
-    if callable(maker):
-        return maker(seed)
-    from .._sampler import KeyedStratumSampler  # on first use: its string keys import pandas
-
-    return KeyedStratumSampler(strata, seed)

@@ -6,26 +6,34 @@ score ranges, a SHA-256 of the stratum of every item) and the population (size, 
 threshold, id kind). Reopening compares the fields in :data:`IDENTITY_KEYS` with those of the
 arguments, so a ledger is never replayed against another population, other strata or another
 design; :func:`open_arguments` turns a stored manifest back into the arguments of
-:class:`~bayes_eval.audit.Audit`.
+:class:`~bayes_eval.audit.Audit`, and :func:`check_design` and :func:`audit_seed` check the
+design and the seed a new audit is given.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import numbers
 import platform
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..designs import DESIGNS
+from .._protocols import PopulationLike, StrataLike
+from .._validation import RNGLike, as_generator, check_option
+from ..designs import DESIGNS, make_design
 from ..ledger import LedgerError, now
 from ..priors import NAMED_PRIORS
 
 __all__ = [
     "IDENTITY_KEYS",
+    "CheckedDesign",
+    "audit_seed",
     "build_manifest",
+    "check_design",
     "check_identity",
     "open_arguments",
     "score_mean",
@@ -44,6 +52,37 @@ IDENTITY_KEYS = (
     "strata",
     "population",
 )
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedDesign:
+    """The design of an audit: the design object, its name and the options it was made with."""
+
+    design: Any
+    name: str
+    options: dict[str, Any]
+
+
+def check_design(design: Any, design_options: dict[str, Any] | None) -> CheckedDesign:
+    """A design given by a registered name (with keyword ``design_options``) or as an object."""
+    if design_options is not None and not isinstance(design_options, dict):
+        raise TypeError(f"design_options={design_options!r} must be a dict or None")
+    options = dict(design_options or {})
+    if isinstance(design, str):
+        check_option(design, "design", tuple(DESIGNS))
+        return CheckedDesign(make_design(design, **options), design, options)
+    if options:
+        raise ValueError("design_options are only for a design given by name")
+    name = str(getattr(design, "name", type(design).__name__))
+    return CheckedDesign(make_design(design), name, options)
+
+
+def audit_seed(rng: RNGLike) -> int:
+    """The audit's seed: a non-negative int as is; from a Generator or None, a 63-bit draw."""
+    if isinstance(rng, numbers.Integral) and not isinstance(rng, bool):
+        as_generator(rng)  # validates (non-negative)
+        return int(rng)
+    return int(as_generator(rng).integers(0, 2**63))
 
 
 def jsonable(value: Any, name: str) -> Any:
@@ -77,7 +116,7 @@ def versions() -> dict[str, str]:
     return out
 
 
-def score_mean(strata: Any) -> np.ndarray | None:
+def score_mean(strata: StrataLike) -> np.ndarray | None:
     """Mean score of every stratum (given by the strata, else from the assignment and scores,
     else the middle of each stratum's score range)."""
     given = getattr(strata, "score_mean", None)
@@ -93,7 +132,7 @@ def score_mean(strata: Any) -> np.ndarray | None:
     return (np.asarray(strata.score_min) + np.asarray(strata.score_max)) / 2.0
 
 
-def strata_info(strata: Any) -> dict[str, Any]:
+def strata_info(strata: StrataLike) -> dict[str, Any]:
     """The manifest's ``strata`` entry (the assignment's SHA-256 when the strata are in memory;
     strata that know their digest, such as stored ones, give ``assignment_sha256`` directly)."""
     digest = getattr(strata, "assignment_sha256", None)
@@ -170,7 +209,7 @@ def check_identity(stored: dict[str, Any], mine: dict[str, Any], path: Path) -> 
         )
 
 
-def check_population(manifest: dict[str, Any], population: Any, path: Any) -> None:
+def check_population(manifest: dict[str, Any], population: PopulationLike, path: Any) -> None:
     """Refuse a population whose size or fingerprint differs from the manifest's."""
     pinfo = manifest["population"]
     if int(pinfo["size"]) != int(population.size) or pinfo["fingerprint"] != (
@@ -183,7 +222,7 @@ def check_population(manifest: dict[str, Any], population: Any, path: Any) -> No
         )
 
 
-def restratify(manifest: dict[str, Any], population: Any, path: Any) -> Any:
+def restratify(manifest: dict[str, Any], population: PopulationLike, path: Any) -> StrataLike:
     """The audit's strata, made again with ``stratify`` from the manifest and checked against it."""
     from ..strata import stratify  # the stratifiers (scipy) only when strata must be re-made
 
@@ -205,7 +244,11 @@ def restratify(manifest: dict[str, Any], population: Any, path: Any) -> Any:
 
 
 def open_arguments(
-    manifest: dict[str, Any], path: Any, population: Any, strata: Any, design: Any
+    manifest: dict[str, Any],
+    path: Any,
+    population: PopulationLike,
+    strata: StrataLike | None,
+    design: Any,
 ) -> dict[str, Any]:
     """Keyword arguments of :class:`~bayes_eval.audit.Audit` that reopen the stored audit."""
     check_population(manifest, population, path)

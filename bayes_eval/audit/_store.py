@@ -52,7 +52,8 @@ from typing import Any
 import numpy as np
 
 from .._mapped import take, take_range
-from ..ledger import write_json_atomic
+from .._protocols import PopulationLike, StrataLike, strata_repr
+from ..ledger import fsync_dir, write_json_atomic
 from ..population import Population, SortedIds
 from ._manifest import score_mean, strata_info
 
@@ -165,26 +166,12 @@ class StoredStrata:
 
     def to_dataset(self) -> Any:
         """Per-stratum facts as :class:`xarray.Dataset` (see ``bayes_eval.Strata.to_dataset``)."""
-        import xarray as xr  # on first use: proposing and recording never need xarray
+        from ..strata import Strata  # on first use: proposing and recording never need xarray
 
-        return xr.Dataset(
-            {
-                "N": ("stratum", self.sizes),
-                "predicted": ("stratum", self.predicted.astype(np.int8)),
-                "score_min": ("stratum", self.score_min),
-                "score_max": ("stratum", self.score_max),
-            },
-            coords={"stratum": np.arange(self.n_strata)},
-            attrs={"method": self.method, "variable": self.variable},
-        )
+        return Strata.to_dataset(self)  # type: ignore[arg-type]  # reads StrataLike members only
 
     def __repr__(self) -> str:
-        kneg = int((~self.predicted).sum())
-        return (
-            f"Strata(method={self.method!r}, variable={self.variable!r}, K={self.n_strata} "
-            f"({kneg} predicted negative, {self.n_strata - kneg} predicted positive), "
-            f"N={int(self.sizes.sum()):,}; stored)"
-        )
+        return strata_repr(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +183,7 @@ class Store:
     extra: dict[str, Any]
 
 
-def _sampling_order(strata: Any, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def _sampling_order(strata: StrataLike, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Positions grouped by stratum, each in the keyed sampler's order, and the offsets."""
     from .._sampler import item_keys  # written once, at init
 
@@ -233,8 +220,8 @@ def _save(directory: Path, name: str, array: np.ndarray, files: dict[str, Any]) 
 
 def write_store(
     audit_dir: str | Path,
-    population: Any,
-    strata: Any,
+    population: PopulationLike,
+    strata: StrataLike,
     seed: int,
     extra: dict[str, Any] | None = None,
     means: np.ndarray | None = None,
@@ -285,11 +272,7 @@ def write_store(
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
-        fd = os.open(audit_dir, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_dir(audit_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

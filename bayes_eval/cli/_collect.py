@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 import time
@@ -11,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from ..ledger import write_bytes_atomic, write_json_atomic
 from ._app import (
     MAX_BATCH,
     MAX_BUDGET,
@@ -34,7 +34,6 @@ from ._directory import (
     _open,
     _population_format,
     _save_cache,
-    _write_atomic,
     batch_csv,
     file_sha256,
 )
@@ -174,7 +173,7 @@ def init(
         audit.register_claim(
             Claim(metric, target, level, batch_size=batch_size, budget=budget, looks=looks)
         )
-        _write_atomic(audit_dir / CLI_FILE, json.dumps(meta, indent=2) + "\n")
+        write_json_atomic(audit_dir / CLI_FILE, meta)
         _save_cache(audit_dir, meta, audit)
     except BaseException:
         # remove only a directory this command made and locked (never a concurrent writer's)
@@ -247,7 +246,7 @@ def next_batch(
         sys.stdout.write(text)
     else:
         try:
-            _write_atomic(out, text)
+            write_bytes_atomic(out, text.encode("utf-8"))
         except OSError as exc:
             raise UserError(
                 f"--out {str(out)!r} could not be written ({_one_line(exc)}); the "

@@ -21,7 +21,7 @@ from ._app import (
     _setup_matplotlib,
     app,
 )
-from ._looks import Decision
+from ._looks import Decision, calibrate
 from ._output import print_certification
 from ._progress import bars
 
@@ -62,7 +62,6 @@ def demo(
 
     from .._validation import check_level
     from ..report import write_report
-    from ..sequential import correction_for
     from ..strata import stratify
 
     check_level(level, "--level")
@@ -96,14 +95,10 @@ def demo(
         target, level=level, corrected=True, n_sims=n_sims, rng=seed, max_mcse=max_mcse
     )
     with bars() as b:
-        cal = b.add(
-            f"calibration ({n_sims:,} sims/truth)",
-            total=None,
-            unit="batches",
-        )
         # the stop rule's own correction, computed here first (same procedure, rates and seed,
         # hence the same cache key): Audit.run then finds it in the cache
-        correction_for(
+        calibrate(
+            b,
             audit.procedure(budget=budget, batch_size=batch_size),
             target=target,
             level=level,
@@ -111,9 +106,7 @@ def demo(
             max_mcse=max_mcse,
             rates=rule.rates,
             rng=seed,
-            progress=b.callback(cal),
         )
-        b.finish(cal, none_done="reused from the cache (same procedure, claim and seed)")
         task = b.add("simulated judge", total=budget, unit="labels")
 
         def judge(ids: Any) -> Any:

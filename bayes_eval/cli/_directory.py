@@ -23,8 +23,9 @@ from typing import Any
 
 import typer
 
+from .._protocols import PopulationLike
+from ..audit import Audit
 from ..audit._store import open_store, update_extra, write_store
-from ..ledger import write_bytes_atomic
 from ._app import UserError, _one_line
 
 CLI_FILE = "cli.json"
@@ -47,11 +48,6 @@ def file_sha256(path: str | Path) -> str:
     return h.hexdigest()
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """Write UTF-8 ``text`` to ``path`` atomically (``ledger.write_bytes_atomic``)."""
-    write_bytes_atomic(path, text.encode("utf-8"))
-
-
 def _population_format(path: Path) -> str:
     if path.is_dir():
         return "parquet"
@@ -66,7 +62,13 @@ def _population_format(path: Path) -> str:
     )
 
 
-def _load_population(source: dict[str, Any]) -> Any:
+def _not_utf8(path: Path, exc: UnicodeDecodeError) -> UserError:
+    return UserError(
+        f"--scores {str(path)!r} is not UTF-8 text (byte {exc.start}); allowed: UTF-8 CSV"
+    )
+
+
+def _load_population(source: dict[str, Any]) -> PopulationLike:
     """Population from the ``population`` block of cli.json."""
     from ..population import Population
 
@@ -103,9 +105,7 @@ def _load_population(source: dict[str, Any]) -> Any:
     except pd.errors.EmptyDataError:
         raise UserError(f"--scores {str(path)!r} is empty; expected a header row") from None
     except UnicodeDecodeError as exc:
-        raise UserError(
-            f"--scores {str(path)!r} is not UTF-8 text (byte {exc.start}); allowed: UTF-8 CSV"
-        ) from None
+        raise _not_utf8(path, exc) from None
     for opt, col in (
         ("--score-col", kw["score_col"]),
         ("--id-col", kw["id_col"]),
@@ -120,9 +120,7 @@ def _load_population(source: dict[str, Any]) -> Any:
             path, usecols=cols, dtype=dtypes, keep_default_na=False, na_values=[""], sep=sep
         )
     except UnicodeDecodeError as exc:
-        raise UserError(
-            f"--scores {str(path)!r} is not UTF-8 text (byte {exc.start}); allowed: UTF-8 CSV"
-        ) from None
+        raise _not_utf8(path, exc) from None
     except pd.errors.ParserError as exc:
         raise UserError(f"--scores {str(path)!r} is not valid CSV ({_one_line(exc)})") from None
     if frame.empty:
@@ -227,7 +225,9 @@ def batch_csv(ids: Any, scores: Any, strata: Any) -> str:
 class _Opened:
     """An audit reopened from its directory, with the CLI settings."""
 
-    def __init__(self, path: Path, meta: dict[str, Any], population: Any, audit: Any) -> None:
+    def __init__(
+        self, path: Path, meta: dict[str, Any], population: PopulationLike, audit: Audit
+    ) -> None:
         self.path = path
         self.meta = meta
         self.population = population

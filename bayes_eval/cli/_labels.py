@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._protocols import PopulationLike
 from ._app import UserError
 
 __all__ = ["LabelsFile", "label_format", "read_labels"]
@@ -141,7 +142,7 @@ def _jsonl_rows(path: Path, wanted: list[str], columns: str) -> tuple[list[str],
 
 def read_labels(
     path: Path,
-    population: Any,
+    population: PopulationLike,
     *,
     id_col: str = "id",
     label_col: str = "label",

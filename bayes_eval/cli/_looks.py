@@ -30,9 +30,10 @@ from typing import TYPE_CHECKING, Any
 
 from ._app import UserError, _console
 from ._directory import _Opened
-from ._progress import ProgressCallback, bars
+from ._progress import Bars, ProgressCallback, bars
 
 if TYPE_CHECKING:  # imported by the commands that need them (start-up time)
+    from .._procedure import Procedure
     from ..audit import Claim, LookRecord
     from ..certification import Certification
     from ..sequential import Correction
@@ -236,8 +237,6 @@ def decide(
     None) or when asked, for the schedule of :func:`look_schedule`."""
     import bayes_eval as be
 
-    from ..sequential import correction_for
-
     audit = opened.audit
     claim = audit.claim
     target = opened.target if target is None else target
@@ -261,12 +260,8 @@ def decide(
         _console(stderr=True).print(f"note: {schedule.note}")
     procedure = audit.procedure(budget=schedule.budget, batch_size=schedule.batch_size)
     with bars() as b:
-        task = b.add(
-            f"calibration ({n_sims:,} sims/truth)",
-            total=None,
-            unit="batches",
-        )
-        corr = correction_for(
+        corr = calibrate(
+            b,
             procedure,
             target=target,
             level=level,
@@ -275,11 +270,41 @@ def decide(
             looks=None if schedule.looks is None else _as_looks(schedule.looks),
             rates="planning",
             rng=int(audit.seed),
-            progress=b.callback(task),
         )
-        b.finish(task, none_done="reused from the cache (same procedure, claim and seed)")
     cert = be.certify(post, calibration=corr, **kw)
     return Decision(cert, True, claim, matches, schedule, corr)
+
+
+def calibrate(
+    b: Bars,
+    procedure: Procedure,
+    *,
+    target: float,
+    level: float,
+    n_sims: int,
+    max_mcse: float,
+    rates: Any,
+    rng: int,
+    looks: Any = None,
+) -> Correction:
+    """:func:`bayes_eval.sequential.correction_for` of ``procedure`` under a progress bar of
+    ``b`` (a correction found in the cache runs no batch, and the bar says so)."""
+    from ..sequential import correction_for  # on first use: the simulation imports scipy
+
+    task = b.add(f"calibration ({n_sims:,} sims/truth)", total=None, unit="batches")
+    corr = correction_for(
+        procedure,
+        target=target,
+        level=level,
+        n_sims=n_sims,
+        max_mcse=max_mcse,
+        looks=looks,
+        rates=rates,
+        rng=rng,
+        progress=b.callback(task),
+    )
+    b.finish(task, none_done="reused from the cache (same procedure, claim and seed)")
+    return corr
 
 
 def _as_looks(looks: Any) -> Any:

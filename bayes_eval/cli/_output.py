@@ -27,6 +27,7 @@ from ._app import _console
 from ._looks import claim_text
 
 if TYPE_CHECKING:
+    from .._metric_draws import MetricDraws
     from ._looks import Decision
 
 __all__ = ["decision_json", "dump_json", "metrics_json", "print_certification", "strict"]
@@ -62,19 +63,17 @@ def dump_json(data: dict[str, Any]) -> None:
 
 def metrics_json(post: Any, level: float) -> dict[str, dict[str, Any]]:
     """Per metric: mean, sd, one-sided ``level`` bounds and whether it is prior only."""
-    summ = post.summary(level=level)
-    tag = f"{level:g}"
     informed = post.informed()
-    out: dict[str, dict[str, Any]] = {}
-    for name, row in summ.iterrows():
-        out[str(name)] = {
-            "mean": float(row["mean"]),
-            "sd": float(row["sd"]),
-            "lower": float(row[f"lower_{tag}"]),
-            "upper": float(row[f"upper_{tag}"]),
-            "prior_only": not bool(informed.get(str(name), True)),
+    return {
+        name: {
+            "mean": b.mean,
+            "sd": b.sd,
+            "lower": b.lower,
+            "upper": b.upper,
+            "prior_only": not bool(informed.get(name, True)),
         }
-    return out
+        for name, b in post.bounds(level).items()
+    }
 
 
 def decision_json(decision: Decision) -> dict[str, Any]:
@@ -171,48 +170,41 @@ def print_certification(decision: Decision) -> None:
 
 def status_table(post: Any, level: float, metric: str) -> Any:
     """The posterior table of ``status``: prior-only metrics greyed, their bounds not shown as
-    an estimate."""
+    an estimate. Built from ``post.bounds`` (numpy only), not ``post.summary``, whose two-sided
+    interval and Monte Carlo error import arviz-stats (issue 18: start-up)."""
     from rich.table import Table
 
-    summ = post.summary(level=level)
     informed = post.informed()
     tag = f"{level:g}"
     t = Table(title=f"Posterior (one-sided {tag} bounds)")
     for col in ("metric", "mean", "sd", f"lower {tag}", f"upper {tag}", "informed by"):
         t.add_column(col, justify="right" if col != "metric" else "left")
-    for name, row in summ.iterrows():
-        prior_only = not informed.get(str(name), True)
+    for name, b in post.bounds(level).items():
+        prior_only = not informed.get(name, True)
         style = "dim" if prior_only else ("bold" if name == metric else None)
         if prior_only:
-            cells = (f"({_fmt_p(row['mean'])})", "", "", "", "prior only")
+            cells = (f"({_fmt_p(b.mean)})", "", "", "", "prior only")
         else:
-            cells = (
-                _fmt_p(row["mean"]),
-                _fmt_p(row["sd"]),
-                _fmt_p(row[f"lower_{tag}"]),
-                _fmt_p(row[f"upper_{tag}"]),
-                "labels",
-            )
-        t.add_row(str(name), *cells, style=style)
+            cells = (_fmt_p(b.mean), _fmt_p(b.sd), _fmt_p(b.lower), _fmt_p(b.upper), "labels")
+        t.add_row(name, *cells, style=style)
     return t
 
 
-def strata_table(post: Any) -> Any:
+def strata_table(post: MetricDraws) -> Any:
     """Labels and positive rate per stratum."""
     from rich.table import Table
 
-    st = post.strata_table()
     t = Table(title="Strata")
     for col in ("stratum", "side", "scores", "N", "labelled", "positives", "rate"):
         t.add_column(col, justify="right")
-    for k, row in st.iterrows():
+    for row in post.strata_rows():
         t.add_row(
-            str(k),
-            "+" if row["predicted"] else "−",
-            f"[{row['score_min']:.3g}, {row['score_max']:.3g}]",
-            f"{int(row['N']):,}",
-            str(int(row["labelled"])),
-            str(int(row["positives"])),
-            f"{row['rate_mean']:.3f}" if int(row["labelled"]) else "(prior)",
+            str(row.stratum),
+            "+" if row.predicted else "−",
+            f"[{row.score_min:.3g}, {row.score_max:.3g}]",
+            f"{row.size:,}",
+            str(row.labelled),
+            str(row.positives),
+            f"{row.rate_mean:.3f}" if row.labelled else "(prior)",
         )
     return t

@@ -12,7 +12,7 @@ UNCORRECTED. A certification of another target or level than the claim pre-regis
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -47,6 +47,9 @@ from ._output import (
     strata_table,
 )
 from ._progress import bars
+
+if TYPE_CHECKING:
+    from .._metric_draws import MetricDraws
 
 _JSON_HELP = "Print one strict JSON document (no tables) on standard output."
 _CORRECTED_HELP = (
@@ -88,6 +91,36 @@ def _disclosure(opened: _Opened) -> dict[str, Any]:
     }
 
 
+def _status_draws(audit: Any) -> MetricDraws:
+    """The audit's posterior as numpy draws, for ``status``.
+
+    The same draws as ``audit.estimate()`` (same generator, same kernel; tested), without the
+    ``xarray.DataTree`` that a posterior object builds: importing xarray, pandas and dask and
+    building the tree is most of the start-up time of ``status`` (issue 18). Other models than
+    the independent one go through ``audit.estimate()``.
+    """
+    # on first use: the sampler imports scipy.special, which `next` and `record` never need
+    from .._metric_draws import MetricDraws, audit_generator, independent_metric_draws
+
+    if audit.model != "independent":
+        return MetricDraws.of_posterior(audit.estimate())
+    strata = audit.strata
+    n, h = audit.counts()
+    return independent_metric_draws(
+        sizes=strata.sizes,
+        predicted=strata.predicted,
+        n=n,
+        h=h,
+        prior_a=audit.prior_a,
+        prior_b=audit.prior_b,
+        draws=audit.draws,
+        rng=audit_generator(audit.seed, audit.n_labels),
+        finite_population=audit.finite_population,
+        score_min=strata.score_min,
+        score_max=strata.score_max,
+    )
+
+
 def _claim_json(opened: _Opened) -> Any:
     claim = opened.audit.claim
     return None if claim is None else claim.to_dict()
@@ -103,7 +136,7 @@ def status(
     opened = _open(audit_dir)
     audit = opened.audit
     n_labels = int(audit.n_labels)
-    post = audit.estimate()
+    post = _status_draws(audit)
     level = opened.level
     target = opened.target
     looks = _looks(audit)

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .._sampler import item_keys
-from ..population import as_id_query, as_int_id_query
+from ..population import as_id_query, as_int_id_query, check_position_ids
 from ._pieces import Columns, Piece, as_bool_predictions, file_start, read_piece, tree_reduce
 
 __all__ = ["PieceSet", "Scan"]
@@ -384,12 +384,7 @@ class PieceSet:
         else:
             arr = arr.astype(object)
         if self.cols.id is None:
-            bad = (arr < 0) | (arr >= self.size)
-            if bad.any():
-                raise ValueError(
-                    f"{name} contains unknown id {arr[np.flatnonzero(bad)[0]].item()!r}; "
-                    f"allowed: ids 0..{self.size - 1}"
-                )
+            arr = check_position_ids(arr, self.size, name)
             frame = self.rows_at(arr)
             frame.insert(1, "position", arr)
             return frame

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from .._protocols import PopulationLike
+from .._protocols import PopulationLike, strata_repr
 from .._sampler import _check_seed, item_keys
 from .._validation import check_positive_int
 from ..strata import Strata, _index_dtype
@@ -137,12 +137,7 @@ class DaskStrata:
         return DaskStratumSampler(self, seed, reservoir=reservoir)
 
     def __repr__(self) -> str:
-        kneg = int((~self.predicted).sum())
-        return (
-            f"DaskStrata(method={self.method!r}, variable={self.variable!r}, K={self.n_strata} "
-            f"({kneg} predicted negative, {self.n_strata - kneg} predicted positive), "
-            f"N={int(self.sizes.sum()):,})"
-        )
+        return strata_repr(self)
 
 
 # ====================================================================== reservoir kernels

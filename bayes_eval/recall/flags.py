@@ -18,7 +18,7 @@ import xarray as xr
 
 from .._draws import DEFAULT_DRAWS
 from .._sampling import draw_beta, draw_remainder
-from .._validation import RNGLike, as_generator, check_positive_int
+from .._validation import RNGLike, as_generator, check_bool, check_positive_int
 from ..labels import as_label_values
 from ..priors import resolve_prior
 from ._capture import cell_resolution
@@ -276,8 +276,7 @@ def pair_recall_from_flags(
     """
     f1 = _as_flags(flags_1, "flags_1")
     f2 = _as_flags(flags_2, "flags_2", f1.shape[0])
-    if not isinstance(finite_population, bool | np.bool_):
-        raise TypeError(f"finite_population={finite_population!r} must be True or False")
+    check_bool(finite_population, "finite_population")
     draws = check_positive_int(draws, "draws")
     delta = _check_delta(delta_1)
     alpha = _check_capture_prior(capture_prior)

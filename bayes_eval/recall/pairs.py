@@ -19,7 +19,7 @@ import xarray as xr
 
 from .._draws import DEFAULT_DRAWS
 from .._sampling import draw_beta, draw_remainder
-from .._validation import RNGLike, as_generator, check_option, check_positive_int
+from .._validation import RNGLike, as_generator, check_bool, check_option, check_positive_int
 from ..priors import resolve_prior
 from ._capture import cell_resolution, coherent_rows
 from ._common import (
@@ -55,12 +55,6 @@ EQ2_ONLY_NAMES = {"total_positives": "total_positives_eq2"}
 BUDGET, MIN_COHERENT = 200, 100
 #: relative slack of the coherence checks on float counts
 _EPS = 1e-9
-
-
-def _check_bool(value: Any, name: str) -> bool:
-    if not isinstance(value, bool | np.bool_):
-        raise TypeError(f"{name}={value!r} must be True or False")
-    return bool(value)
 
 
 def _set_specs(sizes, labels, precisions, universe):
@@ -317,7 +311,7 @@ def pair_recall(
     s1, s2, s12 = _check_sizes(size_1, size_2, size_12)
     u = _check_universe(universe, s1, s2, s12)
     draws = check_positive_int(draws, "draws")
-    finite = _check_bool(finite_population, "finite_population")
+    finite = check_bool(finite_population, "finite_population")
     delta = _check_delta(delta_1)
     alpha = _check_capture_prior(capture_prior)
     a_arr, b_arr, desc = resolve_prior(prior, 1)
@@ -465,7 +459,7 @@ def recall_from_total(
     s = _count(size, "size")
     if s == 0:
         raise ValueError("size=0: a classifier that flags nothing has recall 0; allowed: >= 1")
-    finite = _check_bool(finite_population, "finite_population")
+    finite = check_bool(finite_population, "finite_population")
     a_arr, b_arr, desc = resolve_prior(prior, 1)
     if (labels is None) == (precision is None):
         raise ValueError("give exactly one of labels=(positives, labelled) and precision=")

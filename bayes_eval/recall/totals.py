@@ -19,7 +19,14 @@ import pandas as pd
 import xarray as xr
 
 from .._draws import DEFAULT_DRAWS, eti
-from .._validation import RNGLike, as_generator, check_level, check_option, check_positive_int
+from .._validation import (
+    RNGLike,
+    as_generator,
+    check_bool,
+    check_level,
+    check_option,
+    check_positive_int,
+)
 from ..priors import resolve_prior
 from ._common import PairRecall, _now, _posterior_dataset
 from .flags import _as_flag_matrix, _cell_positives, _labelled_cells
@@ -176,8 +183,7 @@ def pairwise_totals(
         raise ValueError(f"names={names!r}; allowed: {k} distinct names")
     prob = check_level(prob, "prob")
     draws = check_positive_int(draws, "draws")
-    if not isinstance(finite_population, bool | np.bool_):
-        raise TypeError(f"finite_population={finite_population!r} must be True or False")
+    check_bool(finite_population, "finite_population")
     a_arr, b_arr, _ = resolve_prior(prior, 1)
     codes, lab_codes, lab_values, _ = _labelled_cells(mat, labelled, labels, ids, None)
     n_cells = 1 << k
