@@ -30,7 +30,16 @@ if TYPE_CHECKING:
 #: simulations use fewer per simulated look (:func:`bayes_eval.simulate`, ``draws=2000``)
 DEFAULT_DRAWS: int = 40_000
 
-__all__ = ["DEFAULT_DRAWS", "Bounds", "DrawSummaries", "bounds_of", "eti", "hdi", "mcse_quantile"]
+__all__ = [
+    "DEFAULT_DRAWS",
+    "Bounds",
+    "DrawSummaries",
+    "audit_generator",
+    "bounds_of",
+    "eti",
+    "hdi",
+    "mcse_quantile",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,3 +249,9 @@ class DrawSummaries:
             flags = informed()
             frame["informed"] = [bool(flags.get(q, True)) for q in frame.index]
         return frame
+
+
+def audit_generator(seed: int, n_labels: int) -> np.random.Generator:
+    """The generator of an audit's posterior draws: ``default_rng([seed, 0xE5, n_labels])``,
+    reproducible and independent of the audit's proposal stream (``Audit.estimate``)."""
+    return np.random.default_rng([int(seed), 0xE5, int(n_labels)])

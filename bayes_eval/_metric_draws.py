@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ._draws import DrawSummaries
+from ._draws import DrawSummaries, audit_generator
 from ._informed import MetricInformation, information_from_counts
 from ._sampling import draw_beta, draw_remainder
 from ._validation import check_option
@@ -306,9 +306,3 @@ def independent_metric_draws(
         score_min=score_min,
         score_max=score_max,
     )
-
-
-def audit_generator(seed: int, n_labels: int) -> np.random.Generator:
-    """The generator of an audit's posterior draws: ``default_rng([seed, 0xE5, n_labels])``,
-    reproducible and independent of the audit's proposal stream (``Audit.estimate``)."""
-    return np.random.default_rng([int(seed), 0xE5, int(n_labels)])

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._draws import DEFAULT_DRAWS
+from .._draws import DEFAULT_DRAWS, audit_generator
 from .._loop import allocate, design_state
 from .._procedure import Procedure
 from .._protocols import PopulationLike, StrataLike
@@ -570,11 +570,7 @@ class Audit:
         """
         from ..posterior import estimate_from_stratum_counts  # on first use (xarray, scipy)
 
-        gen = (
-            np.random.default_rng([self.seed, 0xE5, self.n_labels])
-            if rng is None
-            else as_generator(rng)
-        )
+        gen = audit_generator(self.seed, self.n_labels) if rng is None else as_generator(rng)
         return estimate_from_stratum_counts(
             self.strata,
             self._n,

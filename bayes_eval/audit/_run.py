@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from .._draws import audit_generator
 from .._loop import scheduled_batch
 from .._validation import check_level, check_positive_int
 from ..posterior import MetricPosterior, estimate_from_stratum_counts
@@ -94,7 +95,7 @@ def look_posterior(audit: Any) -> MetricPosterior:
         ),
         finite_population=audit.finite_population,
         draws=audit.draws,
-        rng=np.random.default_rng([audit.seed, 0xE5, audit.n_labels]),
+        rng=audit_generator(audit.seed, audit.n_labels),
         model="independent",
     )
 
