@@ -42,8 +42,9 @@ import xarray as xr
 
 from ._draws import DEFAULT_DRAWS, DrawSummaries, eti
 from ._informed import MetricInformation, information_from_counts, metric_information
+from ._metric_draws import COUNTS, metric_draws_from_theta
 from ._protocols import StrataLike
-from ._sampling import draw_beta, draw_remainder
+from ._sampling import draw_beta
 from ._validation import RNGLike, as_generator, check_option, check_positive_int
 from .labels import coerce_labels
 from .metrics import METRICS, confusion_from_positives, resolve_metrics
@@ -215,24 +216,23 @@ def posterior_from_theta(
     sizes = np.asarray(sizes, dtype=np.int64)
     predicted = np.asarray(predicted, dtype=bool)
     k = sizes.shape[0]
-    metrics = resolve_metrics(
-        metrics,
-        has_predicted_positive=bool(sizes[predicted].sum() > 0),
-        has_predicted_negative=bool(sizes[~predicted].sum() > 0),
+    md = metric_draws_from_theta(
+        theta,
+        sizes=sizes,
+        predicted=predicted,
+        n=n,
+        h=h,
+        finite_population=finite_population,
+        metrics=metrics,
+        rng=rng,
+        sampler=sampler,
     )
-    if finite_population:
-        positives = draw_remainder(theta, sizes - n, rng, method=sampler)
-        positives += h[None, :]
-    else:
-        positives = theta * sizes[None, :]
-    tp, fp, fn, tn = confusion_from_positives(positives, sizes, predicted)
+    metrics, positives = md.metrics, md.positives
     draws = theta.shape[0]
     cd = ("chain", "draw")
     post_vars: dict[str, Any] = {
-        name: (cd, METRICS[name].func(tp, fp, fn, tn).reshape(1, draws)) for name in metrics
+        name: (cd, md.values[name].reshape(1, draws)) for name in (*metrics, *COUNTS)
     }
-    for name, arr in (("tp", tp), ("fp", fp), ("fn", fn), ("tn", tn)):
-        post_vars[name] = (cd, arr.reshape(1, draws))
     post_vars["theta"] = ((*cd, "stratum"), theta.reshape(1, draws, k))
     post_vars["positives"] = ((*cd, "stratum"), positives.reshape(1, draws, k))
     coords = {"chain": [0], "draw": np.arange(draws), "stratum": np.arange(k)}

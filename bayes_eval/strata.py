@@ -16,17 +16,23 @@ as the stratification variable).
 from __future__ import annotations
 
 import numbers
+import warnings
 from typing import Any
 
 import numpy as np
 import xarray as xr
 from scipy import ndimage
 
+from ._protocols import strata_repr
 from ._stratifiers import STRATIFIERS, equal_size, equal_size_from_counts, equal_width
 from ._validation import as_generator, check_option
 from .population import Population
 
-__all__ = ["Strata", "stratify"]
+__all__ = ["FewerStrataWarning", "Strata", "stratify"]
+
+
+class FewerStrataWarning(UserWarning):
+    """Ties on a predicted side leave fewer distinct scores than the strata asked for."""
 
 
 class Strata:
@@ -165,12 +171,7 @@ class Strata:
         )
 
     def __repr__(self) -> str:
-        kneg = int((~self.predicted).sum())
-        return (
-            f"Strata(method={self.method!r}, variable={self.variable!r}, K={self.n_strata} "
-            f"({kneg} predicted negative, {self.n_strata - kneg} predicted positive), "
-            f"N={int(self.sizes.sum()):,})"
-        )
+        return strata_repr(self)
 
 
 def _index_dtype(k: int) -> type:
@@ -341,7 +342,13 @@ def stratify(
     Raises
     ------
     ValueError
-        For an unknown method, a bad ``n_strata`` or more strata than distinct values on a side.
+        For an unknown method or a bad ``n_strata``.
+
+    Warns
+    -----
+    FewerStrataWarning
+        When a side has fewer distinct values than ``n_strata``: it gets one stratum per
+        distinct value (``Strata.n_strata`` and ``Strata.sizes`` say how many).
 
     Examples
     --------
@@ -387,11 +394,16 @@ def stratify(
         if edges.size + 1 < n and want != "auto":
             distinct = np.unique(values).size
             if distinct < n:
-                raise ValueError(
-                    f"n_strata={n} is more than the {distinct} distinct "
-                    f"{variable} value(s) on the predicted-{'positive' if side else 'negative'} "
-                    f"side; allowed: at most {distinct}"
+                # ties force fewer strata (e.g. a needle population's predicted positives with
+                # a handful of distinct scores): one stratum per distinct value, said loudly
+                warnings.warn(
+                    f"n_strata={n} is more than the {distinct} distinct {variable} value(s) on "
+                    f"the predicted-{'positive' if side else 'negative'} side; that side gets "
+                    f"{distinct} strata",
+                    FewerStrataWarning,
+                    stacklevel=2,
                 )
+                edges, _, counts = _stratify_side(values, distinct, method, gen, need_local=False)
         side_results.append((None, None, counts, edges.size + 1, edges))
         k_total_guess += edges.size + 1
         del values, mask

@@ -105,8 +105,11 @@ def test_make_design_errors():
         make_design("opt_a2", n_ini=1)
     with pytest.raises(TypeError, match="d0"):
         make_design("online_optimal", d0=2.5)
-    with pytest.raises(TypeError, match="no options"):
+    with pytest.raises(TypeError, match="only the option 'defensive'"):
         make_design("posterior_variance", metric="f1")
+    for bad in (-0.1, 1.0, True, "0.2"):
+        with pytest.raises(ValueError, match="defensive="):
+            make_design("posterior_variance", defensive=bad)
 
 
 # ---------------------------------------------------------------------- Bennett & Carvalho
@@ -292,3 +295,53 @@ def test_posterior_variance_beats_proportional_in_simulation():
     # Neyman vs proportional for these rates: (sum W S)^2 / sum W S^2 = 0.79; the design is
     # expected near that ratio, far below 0.95
     assert result["posterior_variance"] < 0.9 * result["proportional"]
+
+
+def test_posterior_variance_defensive_floor():
+    """The defensive floor (issue 13): every stratum the metric depends on is topped up to
+    lambda * T * (1/(2K) + N_k/(2N)) labels before the greedy step, even where the model says
+    the rate is ~0; strata the metric ignores get none; batches add up exactly."""
+    from bayes_eval.designs import defensive_allocation
+
+    sizes = np.array([40_000, 30_000, 20_000, 5_000, 3_000, 2_000])
+    pred = np.array([False, False, False, True, True, True])
+    k = sizes.size
+    n = np.zeros(k, dtype=np.int64)
+    h = np.zeros(k, dtype=np.int64)
+    # the model is sure strata 0-2 hold (almost) no positives: the greedy rule alone never
+    # labels there
+    pa = np.array([1e-3, 1e-3, 1e-3, 5.0, 5.0, 5.0])
+    pb = np.array([1e4, 1e4, 1e4, 5.0, 5.0, 5.0])
+    rng = np.random.default_rng(0)
+    for lam, metric in ((0.0, "f1"), (0.3, "f1"), (0.3, "precision")):
+        d = make_design("posterior_variance", defensive=lam)
+        nn, hh = n.copy(), h.copy()
+        for _ in range(10):
+            st = DesignState(
+                sizes=sizes,
+                predicted=pred,
+                n=nn,
+                h=hh,
+                available=sizes - nn,
+                prior_a=pa,
+                prior_b=pb,
+                metric=metric,
+            )
+            c = d.allocate(st, 100, rng)
+            assert c.sum() == 100 and (c >= 0).all()
+            nn = nn + c
+        total = nn.sum()
+        rel = pred if metric == "precision" else np.ones(k, bool)
+        floor = np.floor(lam * total * (0.5 / rel.sum() + 0.5 * sizes / sizes[rel].sum()))
+        if lam == 0.0:
+            assert nn[:3].sum() == 0  # the starvation the floor prevents
+        else:
+            assert (nn[rel] >= floor[rel]).all()
+        if metric == "precision":
+            assert nn[~pred].sum() == 0  # precision ignores the predicted negatives
+    # the kernel alone: deficits only, never more than the batch
+    out = defensive_allocation(
+        np.zeros((1, k), dtype=np.int64), sizes, sizes[None, :], np.ones((1, k), bool), 50, 0.3
+    )
+    want = np.floor(0.3 * 50 * (0.5 / k + 0.5 * sizes / sizes.sum()))
+    np.testing.assert_array_equal(out[0], want)  # [4, 3, 2, 1, 1, 1]: 12 of the 50

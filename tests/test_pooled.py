@@ -91,7 +91,16 @@ def test_profile_non_finite_scores():
 # ----------------------------------------------------------------------------- hyperpriors
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("alpha_sd", 0.0), ("beta_sd", -1.0), ("tau_median", np.inf), ("gamma_sd", True)],
+    [
+        ("alpha_sd", 0.0),
+        ("beta_sd", -1.0),
+        ("tau_median", np.inf),
+        ("gamma_sd", True),
+        ("nugget_sd", 0.0),
+        ("cells", 0),
+        ("cells", 2.5),
+        ("cells", True),
+    ],
 )
 def test_hyperpriors_validated(field, value):
     with pytest.raises(ValueError, match=f"Hyperpriors.{field}="):
@@ -111,7 +120,9 @@ def test_fit_is_deterministic_finite_and_batched(pop2):
     nb = np.stack([n, n, np.zeros_like(n)])
     hb = np.stack([h, h, np.zeros_like(h)])
     fb = fit_pooled(prof, nb, hb)
-    assert fb.weight.shape == (3, 128) and fb.a_post.shape == (3, 128, strata.n_strata)
+    q = fb.node_weight.shape[-2]
+    assert fb.weight.shape == (3, 128) and fb.a_post.shape == (3, 128, q, strata.n_strata)
+    np.testing.assert_allclose(fb.node_weight.sum(axis=-2), 1.0)
     np.testing.assert_allclose(fb.mode[0], f1.mode, atol=1e-4)
     for arr in (fb.weight, fb.a_post, fb.b_post, fb.ess):
         assert np.isfinite(arr).all()
@@ -142,7 +153,13 @@ def test_draws_match_beta_approximation(pop2):
     mean = a / (a + b)
     sd = np.sqrt(mean * (1 - mean) / (a + b + 1))
     assert (np.abs(th.mean(axis=0) - mean) < 5 * sd / np.sqrt(40_000)).all()
-    np.testing.assert_allclose(th.std(axis=0), sd, rtol=0.05)
+    # the variance of the draws against the mixture's, within 5 Monte Carlo s.e.
+    # (s.e. of a sample variance: sqrt((kurtosis - 1) / n) relative; the rare-rate strata are
+    # mixtures with kurtosis ~1000)
+    dev = th - th.mean(axis=0)
+    kurt = (dev**4).mean(axis=0) / th.var(axis=0) ** 2
+    rel_se = np.sqrt((kurt - 1.0) / 40_000)
+    assert (np.abs(th.var(axis=0) / sd**2 - 1.0) < 5 * rel_se).all()
 
 
 @pytest.mark.parametrize("metric", ["precision", "recall", "f1"])
@@ -174,13 +191,13 @@ def test_prob_linear_ge_matches_monte_carlo(pop2, metric):
 
 
 def test_k_invariance_of_the_prior():
-    # the prior mean of the false negatives (no labels) does not depend on the number of strata;
-    # its sd falls by at most ~1.4x from 1 to 50 strata per side (a Beta cannot hold the
-    # white-noise variance of very small strata, module docstring); independent Jeffreys
-    # priors move the mean itself by orders of magnitude
+    # the prior of the false negatives (no labels) does not depend on the number of strata once
+    # a side has a few of them: the deviations live on fixed score cells (measured from 4 to 100
+    # strata per side: means within 9 %, sds within 3 %); independent Jeffreys priors move the
+    # mean itself by orders of magnitude
     lp = datasets.synthetic(60_000, prevalence=0.02, separation=2.5, rng=1)
     sds = []
-    for ns in (1, 10, 50):
+    for ns in (4, 10, 50):
         strata = be.stratify(lp.population, method="equal_size", n_strata=ns)
         prof = profile_of_strata(strata)
         z = np.zeros(strata.n_strata, dtype=np.int64)
@@ -189,8 +206,8 @@ def test_k_invariance_of_the_prior():
         fn = (th[:, ~strata.predicted] * strata.sizes[~strata.predicted]).sum(axis=1)
         sds.append((fn.mean(), fn.std()))
     means, sd = np.array(sds).T
-    assert means.max() / means.min() < 1.05
-    assert sd.max() / sd.min() < 1.5
+    assert means.max() / means.min() < 1.12
+    assert sd.max() / sd.min() < 1.1
 
 
 def test_quasi_separation_keeps_the_slope_bounded(pop2):
@@ -323,20 +340,29 @@ def _coverage(lp, n_strata, n_per, reps, seed):
             "recall": (np.where(pred, 1.0 - t, -t), 0.0),
             "f1": (np.where(pred, 2.0 - t, -t), t * npp),
         }[m]
-        out[m] = float((prob_linear_ge(fit, n, h, sizes, w, c) <= 0.95).mean())
+        # the bound covers iff P(metric > truth) <= 0.95; ">" on the lattice of the counts is
+        # ">= c + half a step" (a fully labelled side is then covered, not missed)
+        step = 0.5 * np.min(np.abs(w[w != 0]))
+        out[m] = float((prob_linear_ge(fit, n, h, sizes, w, c + step) <= 0.95).mean())
     return out
 
 
 @pytest.mark.parametrize(
     ("prev", "miscal", "n_strata"),
-    [(0.02, "none", 5), (0.02, "shifted", 10), (0.2, "compressed", 3), (0.2, "nonmonotone", 5)],
+    [
+        (0.02, "none", 5),
+        (0.02, "shifted", 10),
+        (0.2, "compressed", 3),
+        (0.2, "nonmonotone", 5),
+        (0.02, "none", 50),  # fine strata: collapsed to 0.2-0.5 before the score cells
+    ],
 )
 def test_coverage_of_lower_bounds(prev, miscal, n_strata):
     # 300 replications, 25 labels per stratum: never below nominal 0.95 by more than 4 MC
     # s.e. (0.0126); recall and F1 bounds are conservative here (coverage ~1), see the
     # benchmark battery
     lp = datasets.synthetic(60_000, prevalence=prev, separation=2.5, miscalibration=miscal, rng=3)
-    cov = _coverage(lp, n_strata, 25, 300, seed=4)
+    cov = _coverage(lp, n_strata, 25 if n_strata < 50 else 20, 300, seed=4)
     for m, p in cov.items():
         assert p >= 0.95 - 4 * 0.0126, (m, p)
 
@@ -365,3 +391,25 @@ def test_pooled_is_a_registered_model_for_the_audit_and_the_design(pop2):
     big_a, big_b = beta_approximation(fit_pooled(prof, n, h, warn=False))
     np.testing.assert_allclose(pa + h, np.maximum(big_a, h + 1e-3), rtol=1e-9)
     np.testing.assert_allclose(pb + n - h, np.maximum(big_b, n - h + 1e-3), rtol=1e-9)
+
+
+def test_cell_layout_is_a_fixed_fraction_of_each_side():
+    """Cells group adjacent strata (by mean covariate) into fixed fractions of a side, whatever
+    the number of strata: 8 cells of 1/8 for 8 to 100 equal strata per side, one cell per
+    stratum below 8."""
+    from bayes_eval.models._cells import cell_layout
+
+    for per_side in (2, 5, 8, 40, 100):
+        k = 2 * per_side
+        share = np.full(k, 1.0 / per_side)
+        pred = np.repeat([False, True], per_side)
+        order = np.random.default_rng(per_side).permutation(k).astype(float)
+        lay = cell_layout(share, pred, order, 8)
+        g = min(per_side, 8)
+        assert lay.n_cells == 2 * g
+        np.testing.assert_allclose(lay.share, 1.0 / g, rtol=0.25)
+        np.testing.assert_allclose(lay.share[:g].sum(), 1.0)
+        for side in (False, True):  # cells hold adjacent strata in covariate order
+            idx = np.flatnonzero(pred == side)
+            cells_in_order = lay.cell[idx[np.argsort(order[idx])]]
+            assert (np.diff(cells_in_order) >= 0).all()

@@ -103,7 +103,6 @@ def test_from_assignment_and_mixed_side_refused():
         ({"n_strata": 0}, "n_strata"),
         ({"n_strata": 2.5}, "n_strata"),
         ({"n_strata": (1, 2, 3)}, "pair"),
-        ({"n_strata": 7}, "distinct"),
         ({"variable": "margin"}, "variable"),
     ],
 )
@@ -111,6 +110,41 @@ def test_bad_stratify_input(kwargs, match):
     pop = be.Population(np.array([0.1, 0.2, 0.3, 0.6, 0.7, 0.8, 0.9]), threshold=0.5)
     with pytest.raises(ValueError, match=match):
         be.stratify(pop, **kwargs)
+
+
+def test_ties_give_fewer_strata_with_a_warning():
+    """More strata than distinct scores on a side: one stratum per distinct value, warned."""
+    pop = be.Population(np.array([0.1, 0.2, 0.3, 0.6, 0.7, 0.8, 0.9]), threshold=0.5)
+    with pytest.warns(be.strata.FewerStrataWarning) as rec:
+        strata = be.stratify(pop, n_strata=7)
+    assert sorted(str(r.message)[:34] for r in rec) == [
+        "n_strata=7 is more than the 3 dist",
+        "n_strata=7 is more than the 4 dist",
+    ]
+    assert strata.sizes.tolist() == [1, 1, 1, 1, 1, 1, 1]
+
+
+@pytest.mark.parametrize("name", ["default", "nasscds"])
+def test_default_stratify_on_a_needle_population_with_tied_scores(name):
+    """A needle population whose predicted positives hold a handful of distinct scores: the
+    default ``stratify`` and ``"auto"`` give a stratification (fewer strata where ties force it)."""
+    from bayes_eval import datasets
+
+    lp = datasets.needle(name, positives=30)
+    s = lp.population.scores.copy()
+    thr = lp.population.threshold
+    pp = s >= thr
+    s[pp] = np.maximum(np.round(s[pp], 1), thr)  # a few distinct scores above the threshold
+    pop = be.Population(s, threshold=thr)
+    distinct = np.unique(s[pp]).size
+    assert distinct < 10
+    with pytest.warns(be.strata.FewerStrataWarning):
+        strata = be.stratify(pop)
+    assert strata.predicted.sum() == distinct and (~strata.predicted).sum() == 10
+    auto = be.stratify(pop, n_strata="auto")
+    assert 2 <= auto.predicted.sum() <= distinct
+    for st in (strata, auto):
+        assert st.sizes.sum() == s.size and (st.sizes > 0).all()
 
 
 def test_stratify_scales_without_full_sort():

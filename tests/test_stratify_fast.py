@@ -5,6 +5,7 @@ all-equal sides, huge value ranges, negative margins, and many values inside one
 
 from __future__ import annotations
 
+import warnings
 from unittest import mock
 
 import numpy as np
@@ -137,14 +138,20 @@ def test_fast_path_equals_reference_and_general_path(seed, kind, size, how, meth
         assert fast is None
     # the public function (fast path or its fallback) agrees with the general path exactly,
     # including the errors it raises
+    # (and the FewerStrataWarning it gives where ties force fewer strata)
     try:
-        expected = _general(pop, method, wanted)
+        with warnings.catch_warnings(record=True) as warned_general:
+            warnings.simplefilter("always", strata_mod.FewerStrataWarning)
+            expected = _general(pop, method, wanted)
     except ValueError as err:
         with pytest.raises(ValueError) as info:
             be.stratify(pop, method=method, n_strata=wanted)
         assert str(info.value) == str(err)
     else:
-        _same(be.stratify(pop, method=method, n_strata=wanted), expected)
+        with warnings.catch_warnings(record=True) as warned:
+            warnings.simplefilter("always", strata_mod.FewerStrataWarning)
+            _same(be.stratify(pop, method=method, n_strata=wanted), expected)
+        assert [str(w.message) for w in warned] == [str(w.message) for w in warned_general]
 
 
 @pytest.mark.parametrize("method", ["equal_size", "equal_width"])

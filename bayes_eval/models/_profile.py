@@ -198,14 +198,25 @@ def score_profile(
     return ScoreProfile(xm, c_sel / sz[:, None], sz, pred, kind, center)
 
 
+#: curve evaluations per hyper-node the profile aims at (``K * max_cells``)
+CELL_BUDGET = 256
+
+
 def profile_of_strata(strata: Any, *, bins: int = 256, kind: str = "auto") -> ScoreProfile:
-    """:func:`score_profile` of a :class:`bayes_eval.Strata` (its population's scores)."""
+    """:func:`score_profile` of a :class:`bayes_eval.Strata` (its population's scores).
+
+    ``max_cells = clip(CELL_BUDGET // K, 4, 16)``: fine strata are narrow in score, so a few
+    cells each describe them as well as 16 describe a coarse one, and the pooled model's cost per
+    hyper-node stays about ``CELL_BUDGET`` curve evaluations whatever K.
+    """
+    k = int(np.asarray(strata.sizes).shape[0])
     return score_profile(
         strata.population.scores,
         strata.assignment,
         predicted=strata.predicted,
         sizes=strata.sizes,
         bins=bins,
+        max_cells=int(np.clip(CELL_BUDGET // max(k, 1), 4, 16)),
         kind=kind,
     )
 

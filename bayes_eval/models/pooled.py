@@ -2,69 +2,68 @@ r"""Score-informed, K-invariant pooled model of the stratum positive rates (no M
 
 **Model.** Item ``i`` with covariate :math:`x_i` (the logit of a probability score, or a
 standardised margin; :mod:`bayes_eval.models._profile`) on predicted side :math:`\hat y_i` has the
-calibration curve
+calibration curve :math:`\eta(x, \hat y) = \alpha + \beta\,(x - x_0) + \gamma\,\hat y`, where
+:math:`x_0` is the population median of :math:`x`. Stratum k's curve rate is the mean of the
+curve over its own items (the histogram :math:`(x_{kb}, w_{kb})`), written as an effective logit
 
 .. math::
 
-    \eta(x, \hat y) = \alpha + \beta\,(x - x_0) + \gamma\,\hat y, \qquad
-    \mu_k = \sum_b w_{kb}\,\operatorname{expit}\eta(x_{kb}, \hat y_k),
+    \bar\eta_k = \operatorname{logit} \sum_b w_{kb}\,\operatorname{expit}\eta(x_{kb}, \hat y_k).
 
-where :math:`x_0` is the population median of :math:`x` and :math:`(x_{kb}, w_{kb})` is the
-histogram of stratum k's own items, so :math:`\mu_k` is the mean of the curve over the stratum's
-items (not the curve at a mean score). A calibrated probability score is
-:math:`\alpha = x_0, \beta = 1, \gamma = 0`; a shift moves :math:`\alpha`, a compression
-:math:`\beta`, a score flat within each side (or uninformative) gives :math:`\beta = 0` with the
-side offset :math:`\gamma` (pooling within each predicted side). Around the curve the stratum
-rate deviates by a Beta with exactly the curve's mean and a *cell-level white-noise* variance
+A calibrated probability score is :math:`\alpha = x_0, \beta = 1, \gamma = 0`; a shift moves
+:math:`\alpha`, a compression :math:`\beta`, a score flat within each side (or uninformative)
+gives :math:`\beta = 0` with the side offset :math:`\gamma`. The truth deviates from the curve at
+two levels (:mod:`bayes_eval.models._cells`):
 
 .. math::
 
-    \theta_k \mid \phi \sim \mathrm{Beta}\bigl(c_k \mu_k,\; c_k (1 - \mu_k)\bigr), \qquad
-    \frac{\mu_k (1 - \mu_k)}{c_k + 1} = v_k
-    = \min\Bigl(\tau^2 \frac{N_{\mathrm{side}(k)}}{N_k} \sum_b w_{kb}\,[p_{kb}(1 - p_{kb})]^2,\;
-      [\mu_k (1 - \mu_k)]^2\Bigr),
+    \delta_g \sim \mathcal N\bigl(0, \tau^2 / m_g\bigr), \qquad
+    \theta_k \mid \delta \sim \mathrm{Beta}\bigl(c_k \mu_k, c_k (1 - \mu_k)\bigr), \quad
+    \mu_k = \operatorname{expit}(\bar\eta_k + \delta_{g(k)}), \quad
+    c_k + 1 = \frac{1}{\rho^2 \mu_k (1 - \mu_k)},
 
-with :math:`p_{kb} = \operatorname{expit}\eta(x_{kb})`, and
-:math:`h_k \mid \theta_k \sim \mathrm{Binomial}(n_k, \theta_k)`,
+where :math:`g(k)` is the *score cell* of stratum k (each predicted side is cut into ``cells``
+fixed fractions :math:`m_g` of its items, groups of adjacent strata), :math:`\delta_g` is a
+logit-scale white noise on the cells and :math:`\rho` (``nugget_sd``) the small relative sd of a
+stratum around its cell. :math:`h_k \mid \theta_k \sim \mathrm{Binomial}(n_k, \theta_k)` and
 ``P_k = h_k + Binomial(N_k - n_k, theta_k)`` (Webber et al.'s finite-population completion).
 
 **Why these choices (K-invariance).** (i) The curve is defined on items, not strata, so its prior
-is the same whatever the strata. (ii) The deviation is a logit-scale white noise of sd
-:math:`\tau / \sqrt{m}` on every score cell of side-share :math:`m` (delta method:
-:math:`\mathrm{Var}\,\theta \approx \rho^2 [p(1-p)]^2`); a stratum's variance is the sum over its
-cells, so the variance of the positives of any region,
-:math:`\tau^2 N_{side} \sum_{cells} N_{cell} [p(1-p)]^2`, is the same whatever strata partition
-it. (iii) The Beta has mean exactly :math:`\mu_k`: no logit-normal pull towards 1/2 (a stratum
-whose curve says 1e-5 has prior mean 1e-5). (iv) The cap ``v_k <= [mu_k (1 - mu_k)]^2`` (relative
-logit-scale sd <= 1) keeps ``a_k, b_k >~ 1``: without it a low-rate stratum's Beta has a spike at
-0 that a run of zero labels selects, and needle strata collapse to 0 (measured: recall coverage
-0.75 on a 0.05 % population). The cap is where exact K-invariance is given up: very small strata
-get less variance than the white noise asks (measured: the prior sd of FN falls 1.4x from 1 to 50
-strata per side; its mean moves < 2 %).
+is the same whatever the strata. (ii) The deviation that carries the prior variance of a region's
+positives lives on cells whose size does not depend on the stratification (a fixed fraction of a
+side): with 4 or 200 strata the same cells get the same logit-scale sd
+:math:`\tau/\sqrt{m_g}`, and the variance of a whole side's logit rate is :math:`\tau^2` for any
+number of cells. Fine strata share their cell's deviation, so they do not each need a huge
+variance (the earlier stratum-level white noise had to be capped there, and 50-100 strata
+collapsed: recall coverage 0.17-0.49). (iii) The residual Beta has mean exactly :math:`\mu_k` and
+:math:`a_k \ge 1/\rho^2 - 1`, so a needle stratum has no spike at 0 that a run of zero labels
+could select.
 
 Hyperpriors (:class:`Hyperpriors`, defaults shown): :math:`\alpha \sim N(x_0, 2^2)` for
 probabilities (:math:`N(0, 5^2)` for margins), :math:`\beta \sim N(1, 1.5^2)` (unconstrained: a
 decreasing or flat curve is learned, and the prior bounds the slope under quasi-separation),
-:math:`\gamma \sim N(0, 2^2)`, :math:`\log\tau \sim N(\log 0.5, 1)`.
+:math:`\gamma \sim N(0, 2^2)`, :math:`\log\tau \sim N(\log 0.5, 1)`, 8 cells per side,
+:math:`\rho = 0.3`.
 
-**Inference (deterministic).** Given :math:`\phi = (\alpha, \beta, \gamma, \log\tau)` the strata
-are conditionally independent and conjugate: the marginal likelihood is the beta-binomial
-:math:`\prod_k B(a_k + h_k, b_k + n_k - h_k)/B(a_k, b_k)` and the posterior of
-:math:`\theta_k` is :math:`\mathrm{Beta}(a_k + h_k, b_k + n_k - h_k)` exactly. The 4-D
+**Inference (deterministic).** Given :math:`\phi = (\alpha, \beta, \gamma, \log\tau)` the cells
+are independent; each cell's marginal likelihood is a 1-D integral over :math:`\delta_g` of a
+product of beta-binomials, computed by adaptive Gauss-Hermite quadrature with 5 nodes (3 while
+searching for the mode). The 4-D
 hyperposterior is found by damped Newton (finite-difference derivatives, vectorised over any
 leading batch axes) and integrated by self-normalised importance sampling on a fixed design of
 128 antithetic Student-t(5) nodes around the Laplace approximation (weights truncated at
-:math:`\sqrt S` times their mean, Ionides 2008). Joint draws pick a node by its weight and then
-every :math:`\theta_k` from its exact conditional Beta, so the strata stay dependent through the
-shared curve; :func:`prob_linear_ge` mixes the Pearson type III approximation of
-:math:`\Pr(\sum_k w_k P_k \ge c)` over the same nodes.
+:math:`\sqrt S` times their mean, Ionides 2008). Joint draws pick a hyper-node by its weight, a
+quadrature node of every cell's deviation by its conditional weight, and then every
+:math:`\theta_k` from its exact conditional Beta, so the strata stay dependent through the shared
+curve and cells; :func:`prob_linear_ge` mixes the Pearson type III approximation of
+:math:`\Pr(\sum_k w_k P_k \ge c)` over the same nodes (exact first three cumulants).
 
 References
 ----------
 Bennett & Carvalho, ``../shared/seeds/000_51972d8d13fae9c1.txt`` (score strata; smoothing sparse
 strata towards the scores). Webber et al., ``../shared/seeds/002_bcc5f0faf615c660.txt`` (Monte
 Carlo beta-binomial bounds, finite population). Ionides (2008), "Truncated importance sampling",
-JCGS 17.
+JCGS 17. Liu & Pierce (1994), "A note on Gauss-Hermite quadrature", Biometrika 81.
 """
 
 from __future__ import annotations
@@ -77,9 +76,18 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
-from scipy import special
 
 from .._cumulants import prob_sum_at_least
+from ._cells import (
+    QUAD_NODES,
+    SEARCH_NODES,
+    CellIntegrals,
+    CellLayout,
+    cell_integrals,
+    cell_layout,
+    curve_logit,
+)
+from ._laplace import importance_nodes, importance_weights, neg_inverse, newton
 from ._profile import ScoreProfile, score_profile_of
 
 __all__ = [
@@ -118,6 +126,11 @@ class Hyperpriors:
         Sd of ``log tau``.
     margin_alpha_sd : float > 0
         Sd of the intercept for margin scores (no calibration anchor).
+    cells : int >= 1
+        Score cells per predicted side (fixed fractions of the side's items that share a
+        deviation from the curve; :mod:`bayes_eval.models._cells`).
+    nugget_sd : float > 0
+        Relative (logit-scale) sd of a stratum's rate around its cell's.
     """
 
     alpha_sd: float = 2.0
@@ -127,10 +140,17 @@ class Hyperpriors:
     tau_median: float = 0.5
     log_tau_sd: float = 1.0
     margin_alpha_sd: float = 5.0
+    cells: int = 8
+    nugget_sd: float = 0.3
 
     def __post_init__(self) -> None:
+        c = self.cells
+        if isinstance(c, bool) or not isinstance(c, numbers.Integral) or not 1 <= c <= 1000:
+            raise ValueError(f"Hyperpriors.cells={c!r} is not allowed; allowed: an integer 1..1000")
         for f in fields(self):
             v = getattr(self, f.name)
+            if f.name == "cells":
+                continue
             if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
                 raise ValueError(f"Hyperpriors.{f.name}={v!r} is not allowed; allowed: a real")
             if f.name != "beta_mean" and not v > 0:
@@ -146,28 +166,15 @@ class Hyperpriors:
         return (
             f"{a}, beta ~ N({self.beta_mean:g}, {self.beta_sd:g}^2), gamma ~ N(0, "
             f"{self.gamma_sd:g}^2), log tau ~ N(log {self.tau_median:g}, {self.log_tau_sd:g}^2); "
-            "theta_k ~ Beta(c_k mu_k, c_k (1 - mu_k)), 1 / (c_k + 1) = tau^2 mu_k (1 - mu_k) "
-            "N_side / N_k, mu_k = mean over the stratum's items of "
-            f"expit(alpha + beta (x - {center:.4g}) + gamma yhat)"
+            f"delta_g ~ N(0, tau^2 / m_g) on {self.cells} score cells per side of side share m_g; "
+            "theta_k ~ Beta(c_k mu_k, c_k (1 - mu_k)), 1 / (c_k + 1) = "
+            f"{self.nugget_sd:g}^2 mu_k (1 - mu_k), mu_k = expit(logit(mean over the stratum's "
+            f"items of expit(alpha + beta (x - {center:.4g}) + gamma yhat)) + delta_g(k))"
         )
 
 
-#: importance-sampling design: S = 128 antithetic Student-t(5) vectors in 4-D (a fixed numerical
-#: design, like quadrature nodes; not a random choice of the fit)
-_DF = 5.0
+#: dimension of the hyperparameter vector (alpha, beta, gamma, log tau)
 _D = 4
-_Z = np.random.default_rng(20_261_123).standard_normal((64, _D))
-_CHI = np.random.default_rng(20_261_124).chisquare(_DF, 64)
-_EPS = _Z / np.sqrt(_CHI / _DF)[:, None]
-_EPS = np.concatenate([_EPS, -_EPS])
-_LOG_Q = -0.5 * (_DF + _D) * np.log1p((_EPS**2).sum(axis=1) / _DF)
-_SCALE = 1.3  # widening of the Laplace covariance for the proposal
-_H = 1e-3  # finite-difference step
-_NEWTON_ITERS = 30
-_MU_MIN = 1e-200  # curve rates below this are treated as 1e-200 (keeps c finite)
-_C_MIN = 1e-3
-_REL_SD_MAX = 1.0
-_C_MAX = 1e250
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,10 +187,16 @@ class PooledFit:
         Hyper-nodes ``(alpha, beta, gamma, log tau)``.
     weight : ndarray, (..., S)
         Normalised importance weights of the nodes.
-    a, b : ndarray, (..., S, K)
-        Conditional prior ``Beta(a, b)`` of each stratum's rate at each node.
-    a_post, b_post : ndarray, (..., S, K)
-        Conditional posterior ``Beta(a + h, b + n - h)``.
+    node_weight : ndarray, (..., S, Q, G)
+        Conditional posterior weight of each quadrature node of every cell's deviation.
+    a, b : ndarray, (..., S, Q, K)
+        Conditional prior ``Beta(a, b)`` of each stratum's rate at each hyper-node and
+        quadrature node of its cell (``a_post``, ``b_post``: the posterior ``a + h``,
+        ``b + n - h``).
+    n, h : ndarray, (..., K)
+        The counts the fit conditions on.
+    layout : CellLayout
+        The score cells.
     mode, cov : ndarray, (..., 4) and (..., 4, 4)
         Laplace approximation of the hyperposterior.
     ess : ndarray, (...)
@@ -197,10 +210,12 @@ class PooledFit:
 
     phi: np.ndarray
     weight: np.ndarray
+    node_weight: np.ndarray
     a: np.ndarray
     b: np.ndarray
-    a_post: np.ndarray
-    b_post: np.ndarray
+    n: np.ndarray
+    h: np.ndarray
+    layout: CellLayout
     mode: np.ndarray
     cov: np.ndarray
     ess: np.ndarray
@@ -208,6 +223,21 @@ class PooledFit:
     kind: str
     center: float
     hyperpriors: Hyperpriors
+
+    @property
+    def a_post(self) -> np.ndarray:
+        """Conditional posterior ``a + h``, ``(..., S, Q, K)``."""
+        return self.a + self.h[..., None, None, :]
+
+    @property
+    def b_post(self) -> np.ndarray:
+        """Conditional posterior ``b + n - h``, ``(..., S, Q, K)``."""
+        return self.b + (self.n - self.h)[..., None, None, :]
+
+    def stratum_weight(self) -> np.ndarray:
+        """Weight of every (hyper-node, quadrature node) pair for each stratum,
+        ``(..., S, Q, K)`` (sums to 1 over ``S, Q``)."""
+        return self.weight[..., None, None] * self.node_weight[..., self.layout.cell]
 
 
 # ----------------------------------------------------------------------------- kernel
@@ -221,97 +251,30 @@ def _prior_center(profile: ScoreProfile, hp: Hyperpriors) -> tuple[np.ndarray, n
     return mean, sd
 
 
-def _conditional_prior(phi: np.ndarray, profile: ScoreProfile) -> tuple[np.ndarray, np.ndarray]:
-    """``a, b`` of shape ``(..., K)`` for hyper-nodes ``phi`` of shape ``(..., 4)``."""
-    side = profile.predicted.astype(np.float64)
-    dx = profile.x - profile.center
-    al, be, ga, lnu = (phi[..., j, None, None] for j in range(4))
-    eta = al + be * dx + ga * side[:, None]
-    w = profile.weight
-    p = special.expit(eta)
-    q = special.expit(-eta)
-    mu = np.maximum((w * p).sum(axis=-1), _MU_MIN)
-    mubar = np.maximum((w * q).sum(axis=-1), _MU_MIN)
-    # cell-level white noise: v_k = tau^2 (N_side / N_k) sum_b w_kb [p_kb (1 - p_kb)]^2
-    pq2 = (w * (p * q) ** 2).sum(axis=-1)
-    v = np.exp(2.0 * lnu[..., 0]) / profile.side_share * pq2
-    # at most a relative (logit-scale) sd of REL_SD_MAX: keeps a_k, b_k >~ 1 / REL_SD_MAX^2, so
-    # the Beta has no spike at 0 or 1 that a run of zeros could select (module docstring)
-    v = np.maximum(np.minimum(v, (_REL_SD_MAX * mu * mubar) ** 2), 1e-300)
-    c = np.clip(mu * mubar / v - 1.0, _C_MIN, _C_MAX)
-    return c * mu, c * mubar
-
-
-def _lrf(x: np.ndarray, m: np.ndarray) -> np.ndarray:
-    """``log Gamma(x + m) - log Gamma(x)`` accurate for huge ``x`` (Stirling differences)."""
-    big = x > 10.0
-    xs = np.where(big, x, 10.0)
-    xm = xs + m
-    stirling = (
-        (xs - 0.5) * np.log1p(m / xs)
-        + m * np.log(xm)
-        - m
-        + (1.0 / xm - 1.0 / xs) / 12.0
-        - ((1.0 / xm) ** 3 - (1.0 / xs) ** 3) / 360.0
-    )
-    xl = np.where(big, 1.0, x)
-    return np.where(big, stirling, special.gammaln(xl + m) - special.gammaln(xl))
+def _layout(profile: ScoreProfile, hp: Hyperpriors) -> CellLayout:
+    order = (profile.x * profile.weight).sum(axis=-1)
+    return cell_layout(profile.side_share, profile.predicted, order, hp.cells)
 
 
 def _log_post(
-    phi: np.ndarray, profile: ScoreProfile, n: np.ndarray, h: np.ndarray, pm, psd
-) -> np.ndarray:
+    phi: np.ndarray,
+    profile: ScoreProfile,
+    layout: CellLayout,
+    n: np.ndarray,
+    h: np.ndarray,
+    pm: np.ndarray,
+    psd: np.ndarray,
+    nugget: float,
+    keep: bool = False,
+    nodes: int = QUAD_NODES,
+) -> tuple[np.ndarray, CellIntegrals]:
     """Log hyperposterior (up to a constant) at ``phi`` (..., P, 4); ``n, h`` (..., 1, K)."""
-    a, b = _conditional_prior(phi, profile)
-    # log B(a + h, b + n - h) - log B(a, b); exactly 0 for strata without labels
-    ll = _lrf(a, h) + _lrf(b, n - h) - _lrf(a + b, n)
-    lp = ll.sum(axis=-1) - 0.5 * (((phi - pm) / psd) ** 2).sum(axis=-1)
-    return np.where(np.isfinite(lp), lp, -np.inf)
-
-
-def _stencil() -> np.ndarray:
-    pts = [np.zeros(_D)]
-    for i in range(_D):
-        for s in (1.0, -1.0):
-            e = np.zeros(_D)
-            e[i] = s
-            pts.append(e)
-    for i in range(_D):
-        for j in range(i + 1, _D):
-            for si, sj in ((1, 1), (1, -1), (-1, 1), (-1, -1)):
-                e = np.zeros(_D)
-                e[i], e[j] = si, sj
-                pts.append(e)
-    return np.array(pts) * _H
-
-
-_STENCIL = _stencil()
-
-
-def _grad_hess(f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Gradient and Hessian from the stencil values ``f`` (..., 33)."""
-    g = np.empty((*f.shape[:-1], _D))
-    hs = np.empty((*f.shape[:-1], _D, _D))
-    for i in range(_D):
-        fp, fm = f[..., 1 + 2 * i], f[..., 2 + 2 * i]
-        g[..., i] = (fp - fm) / (2 * _H)
-        hs[..., i, i] = (fp - 2 * f[..., 0] + fm) / _H**2
-    idx = 1 + 2 * _D
-    for i in range(_D):
-        for j in range(i + 1, _D):
-            pp, pmi, mp, mm = (f[..., idx + q] for q in range(4))
-            hs[..., i, j] = hs[..., j, i] = (pp - pmi - mp + mm) / (4 * _H * _H)
-            idx += 4
-    return g, hs
-
-
-def _neg_inverse(hs: np.ndarray, lam_min: float) -> np.ndarray:
-    """``(-H)^{-1}`` with eigenvalues of ``-H`` clipped to >= ``lam_min`` (the log posterior is
-    the log prior plus a likelihood, so no direction should be flatter than the prior)."""
-    hs = np.where(np.isfinite(hs), hs, 0.0)
-    lam, vec = np.linalg.eigh(-hs)
-    lam = np.clip(lam, lam_min, None)
-    return np.einsum("...ij,...j,...kj->...ik", vec, 1.0 / lam, vec)
+    side = profile.predicted.astype(np.float64)
+    ebar = curve_logit(phi, profile.x, profile.weight, side, profile.center)
+    sigma = np.exp(phi[..., 3])[..., None] / np.sqrt(layout.share)
+    ci = cell_integrals(ebar, sigma, n, h, layout, nugget, keep=keep, nodes=nodes)
+    lp = ci.log_lik - 0.5 * (((phi - pm) / psd) ** 2).sum(axis=-1)
+    return np.where(np.isfinite(lp), lp, -np.inf), ci
 
 
 def _check_counts(profile: ScoreProfile, n: Any, h: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -331,6 +294,30 @@ def _check_counts(profile: ScoreProfile, n: Any, h: Any) -> tuple[np.ndarray, np
     if (n < 0).any() or (h < 0).any() or (h > n).any() or (n > profile.sizes).any():
         raise ValueError("counts must satisfy 0 <= h_k <= n_k <= N_k for every stratum")
     return np.ascontiguousarray(n), np.ascontiguousarray(h)
+
+
+def _search(
+    x: np.ndarray,
+    profile: ScoreProfile,
+    layout: CellLayout,
+    nn: np.ndarray,
+    hh: np.ndarray,
+    pm: np.ndarray,
+    psd: np.ndarray,
+    nugget: float,
+    lam_min: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Modes and Hessians of the log hyperposterior of every row of ``x`` (R, 4)
+    (:func:`bayes_eval.models._laplace.newton`, quadrature with ``SEARCH_NODES``)."""
+    k = nn.shape[-1]
+    nn, hh = nn.reshape(-1, 1, k), hh.reshape(-1, 1, k)
+
+    def log_post(p: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        return _log_post(
+            p, profile, layout, nn[rows], hh[rows], pm, psd, nugget, nodes=SEARCH_NODES
+        )[0]
+
+    return newton(x, log_post, lam_min)
 
 
 def fit_pooled(
@@ -393,46 +380,20 @@ def fit_pooled(
     lam_min = 0.5 / float(psd.max()) ** 2
     constant = profile.kind == "constant"  # beta multiplies 0 and stays at its prior
     nn, hh = n[..., None, :], h[..., None, :]
+    layout = _layout(profile, hp)
+
     if init is None:
         x = np.broadcast_to(pm, (*batch, _D)).copy()
     else:
         x = np.array(np.broadcast_to(np.asarray(init, dtype=np.float64), (*batch, _D)))
         if not np.isfinite(x).all():
             raise ValueError("init contains non-finite values; allowed: finite numbers")
-    fx = _log_post(x[..., None, :], profile, nn, hh, pm, psd)[..., 0]
-    steps = np.array([1.0, 0.5, 0.25, 0.1])
-    for _ in range(_NEWTON_ITERS):
-        f = _log_post(x[..., None, :] + _STENCIL, profile, nn, hh, pm, psd)
-        g, hs = _grad_hess(f)
-        step = np.einsum("...ij,...j->...i", _neg_inverse(hs, lam_min), g)
-        norm = np.sqrt((step**2).sum(axis=-1, keepdims=True))
-        step = step * np.minimum(1.0, 3.0 / np.maximum(norm, 1e-300))
-        cand = x[..., None, :] + steps[:, None] * step[..., None, :]
-        fc = _log_post(cand, profile, nn, hh, pm, psd)
-        best = fc.argmax(axis=-1)
-        fb = np.take_along_axis(fc, best[..., None], axis=-1)[..., 0]
-        better = fb > fx
-        move = np.where(better[..., None], steps[best][..., None] * step, 0.0)
-        x = x + move
-        fx = np.where(better, fb, fx)
-        if float(np.abs(move).max(initial=0.0)) < 1e-5:
-            break
-    f = _log_post(x[..., None, :] + _STENCIL, profile, nn, hh, pm, psd)
-    _, hs = _grad_hess(f)
-    cov = _neg_inverse(hs, lam_min)
-    chol = np.linalg.cholesky(cov * _SCALE**2)
-    phi = x[..., None, :] + np.einsum("...ij,sj->...si", chol, _EPS)
-    lp = _log_post(phi, profile, nn, hh, pm, psd)
-    log_w = lp - _LOG_Q
-    top = log_w.max(axis=-1, keepdims=True)
-    log_w = np.where(np.isfinite(top), log_w, 0.0)  # no finite node: uniform (never happens
-    top = np.where(np.isfinite(top), top, 0.0)  # with proper hyperpriors; kept NaN-free)
-    w = np.exp(log_w - top)
-    w /= w.sum(axis=-1, keepdims=True)
-    w = np.minimum(w, w.mean(axis=-1, keepdims=True) * math.sqrt(w.shape[-1]))
-    w /= w.sum(axis=-1, keepdims=True)
-    ess = 1.0 / (w**2).sum(axis=-1)
-    a, b = _conditional_prior(phi, profile)
+    x, hs = _search(x.reshape(-1, _D), profile, layout, nn, hh, pm, psd, hp.nugget_sd, lam_min)
+    x = x.reshape(*batch, _D)
+    cov = neg_inverse(hs.reshape(*batch, _D, _D), lam_min)
+    phi, log_q = importance_nodes(x, cov)
+    lp, ci = _log_post(phi, profile, layout, nn, hh, pm, psd, hp.nugget_sd, keep=True)
+    w, ess = importance_weights(lp, log_q)
     m_beta = (w * phi[..., 1]).sum(axis=-1)
     sd_beta = np.sqrt(np.maximum((w * phi[..., 1] ** 2).sum(axis=-1) - m_beta**2, 0.0))
     p_pos = (w * (phi[..., 1] > 0)).sum(axis=-1)
@@ -454,10 +415,12 @@ def fit_pooled(
     return PooledFit(
         phi=phi,
         weight=w,
-        a=a,
-        b=b,
-        a_post=a + hh,
-        b_post=b + (nn - hh),
+        node_weight=ci.node_weight,
+        a=ci.a,
+        b=ci.b,
+        n=n,
+        h=h,
+        layout=layout,
         mode=x,
         cov=cov,
         ess=ess,
@@ -478,9 +441,10 @@ def _check_fit(fit: Any) -> PooledFit:
 def draw_theta(fit: PooledFit, draws: int, rng: Any = None) -> np.ndarray:
     """Joint posterior draws of every stratum's remainder rate, ``(..., draws, K)``.
 
-    Each draw picks a hyper-node with probability equal to its weight, then
-    :math:`\\theta_k \\sim \\mathrm{Beta}(a_{sk} + h_k, b_{sk} + n_k - h_k)` independently given
-    the node: the strata are dependent through the shared curve and concentration.
+    Each draw picks a hyper-node s with probability equal to its weight, a quadrature node q of
+    every cell's deviation with its conditional weight, then
+    :math:`\\theta_k \\sim \\mathrm{Beta}(a_{sqk} + h_k, b_{sqk} + n_k - h_k)` independently
+    given them: the strata are dependent through the shared curve and cells.
     """
     fit = _check_fit(fit)
     if isinstance(draws, bool) or not isinstance(draws, numbers.Integral) or int(draws) < 1:
@@ -496,11 +460,22 @@ def draw_theta(fit: PooledFit, draws: int, rng: Any = None) -> np.ndarray:
     u = gen.random((rows, draws))
     idx = np.searchsorted((cum + off).ravel(), (u + off).ravel(), side="right")
     idx = np.minimum(idx.reshape(rows, draws) - (off.astype(np.int64) * s), s - 1)
-    k = fit.a_post.shape[-1]
-    ap = fit.a_post.reshape(rows, s, k)
-    bp = fit.b_post.reshape(rows, s, k)
-    a = np.take_along_axis(ap, idx[..., None], axis=1)
-    b = np.take_along_axis(bp, idx[..., None], axis=1)
+    k = fit.a.shape[-1]
+    q = fit.a.shape[-2]
+    g = fit.node_weight.shape[-1]
+    # a quadrature node of every cell's deviation from its conditional weights at the chosen
+    # hyper-node: inverse CDF over the Q nodes, one comparison pass per node
+    cwq = np.cumsum(fit.node_weight.reshape(rows * s, q, g), axis=-2)
+    node = (np.arange(rows)[:, None] * s + idx).reshape(-1)  # (R*D,) rows of cwq
+    v = gen.random((rows * draws, g))
+    qi = np.zeros((rows * draws, g), dtype=np.int64)
+    for j in range(q - 1):
+        qi += cwq[node, j, :] < v
+    # flat index of a[r, s, q, k] for every draw and stratum
+    base = (node * q).reshape(rows, draws, 1)
+    flat = (base + qi.reshape(rows, draws, g)[..., fit.layout.cell]) * k + np.arange(k)
+    a = fit.a.reshape(-1)[flat] + fit.h.reshape(rows, 1, k)
+    b = fit.b.reshape(-1)[flat] + (fit.n - fit.h).reshape(rows, 1, k)
     return _beta(gen, a, b).reshape(*batch, draws, k)
 
 
@@ -519,6 +494,7 @@ def _as_generator(rng: Any) -> np.random.Generator:
 
 
 def _node_moments(fit: PooledFit) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean, variance and third cumulant of each conditional posterior Beta, ``(..., S, Q, K)``."""
     a, b = fit.a_post, fit.b_post
     s = a + b
     mu = a / s
@@ -529,19 +505,22 @@ def _node_moments(fit: PooledFit) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def beta_approximation(fit: PooledFit) -> tuple[np.ndarray, np.ndarray]:
-    """Moment-matched ``Beta(A, B)`` of each stratum's marginal posterior rate, each ``(..., K)``.
+    r"""Moment-matched ``Beta(A, B)`` of each stratum's marginal posterior rate, each ``(..., K)``.
+
+    With :math:`\omega_{sqk}` the weight of hyper-node s and quadrature node q of stratum k's
+    cell (:meth:`PooledFit.stratum_weight`):
 
     .. math::
 
-        m_k = \\sum_s w_s \\frac{a'_{sk}}{a'_{sk} + b'_{sk}}, \\quad
-        v_k = \\sum_s w_s (\\mathrm{Var}_{sk} + \\mu_{sk}^2) - m_k^2, \\quad
-        A_k + B_k = \\frac{m_k (1 - m_k)}{v_k} - 1.
+        m_k = \sum_{s,q} \omega_{sqk} \mu_{sqk}, \quad
+        v_k = \sum_{s,q} \omega_{sqk} (\mathrm{Var}_{sqk} + \mu_{sqk}^2) - m_k^2, \quad
+        A_k + B_k = \frac{m_k (1 - m_k)}{v_k} - 1.
     """
     fit = _check_fit(fit)
     mu, var, _ = _node_moments(fit)
-    w = fit.weight[..., None]
-    m = (w * mu).sum(axis=-2)
-    v = (w * (var + mu * mu)).sum(axis=-2) - m * m
+    w = fit.stratum_weight()
+    m = (w * mu).sum(axis=(-3, -2))
+    v = (w * (var + mu * mu)).sum(axis=(-3, -2)) - m * m
     m = np.clip(m, 1e-300, 1.0)
     v = np.maximum(v, 1e-300)
     conc = np.clip(m * (1.0 - m) / v - 1.0, 1e-6, 1e12)
@@ -562,9 +541,10 @@ def prob_linear_ge(
 
     ``P_k = h_k + Binomial(N_k - n_k, theta_k)`` (or ``N_k theta_k`` with
     ``finite_population=False``). At each hyper-node the strata are independent beta-binomials
-    with exact first three cumulants (as in ``bayes_eval.sequential.prob_linear_ge``); the sum
-    is approximated by a Pearson type III law matching them, and the node probabilities are
-    averaged with the importance weights:
+    with exact first three cumulants (as in ``bayes_eval.sequential.prob_linear_ge``) given
+    the cell deviations; a cell's sum mixes them over its quadrature nodes (law of total
+    cumulance) and the cells add. The sum is approximated by a Pearson type III law matching the
+    node's cumulants, and the node probabilities are averaged with the importance weights:
 
     .. math::
 
@@ -572,15 +552,36 @@ def prob_linear_ge(
         \\bar F_{\\mathrm{III}}\\bigl(c;\\ \\kappa_{1s}, \\kappa_{2s}, \\kappa_{3s}\\bigr).
     """
     fit = _check_fit(fit)
-    n = np.asarray(n, dtype=np.float64)[..., None, :]
-    h = np.asarray(h, dtype=np.float64)[..., None, :]
+    n = np.asarray(n, dtype=np.float64)[..., None, None, :]
+    h = np.asarray(h, dtype=np.float64)[..., None, None, :]
     sizes = np.asarray(sizes, dtype=np.float64)
     wk = np.asarray(w, dtype=np.float64)
-    if wk.ndim >= 1:
-        wk = wk[..., None, :]
-    c = np.asarray(c, dtype=np.float64)[..., None]
+    c = np.asarray(c, dtype=np.float64)
     mu, var, k3 = _node_moments(fit)
-    p = prob_sum_at_least(mu, var, k3, n, h, sizes, wk, c, finite_population)
+    # exact cumulants of w_k P_k given (hyper-node, cell node), added within each cell
+    if finite_population:
+        r = sizes - n
+        m1 = h + r * mu
+        one_m2mu = 1.0 - 2.0 * mu
+        k2x = r * (mu * (1.0 - mu) - var) + r * r * var
+        k3x = (
+            r * (mu * (1.0 - mu) * one_m2mu - 3.0 * var * one_m2mu + 2.0 * k3)
+            + 3.0 * r * r * (var * one_m2mu - k3)
+            + r**3 * k3
+        )
+    else:
+        m1, k2x, k3x = sizes * mu, sizes**2 * var, sizes**3 * k3
+    oh = fit.layout.onehot
+    c1, c2, c3 = (wk * m1) @ oh, (wk * wk * k2x) @ oh, (wk**3 * k3x) @ oh  # (..., S, Q, G)
+    # mixture over each cell's quadrature nodes (law of total cumulance), then sum over cells
+    pq = fit.node_weight
+    e1 = (pq * c1).sum(axis=-2)
+    d = c1 - e1[..., None, :]
+    e2 = (pq * (c2 + d * d)).sum(axis=-2)
+    e3 = (pq * (c3 + 3.0 * c2 * d + d**3)).sum(axis=-2)
+    big = [e.sum(axis=-1)[..., None] for e in (e1, e2, e3)]  # (..., S, 1)
+    one = np.ones(1)
+    p = prob_sum_at_least(*big, one * 0.0, one * 0.0, one, one, c[..., None], False)
     return (fit.weight * p).sum(axis=-1)
 
 
