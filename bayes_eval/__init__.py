@@ -20,6 +20,7 @@ _LAZY = {
     "estimate_counts": ".posterior",
     "Strata": ".strata",
     "stratify": ".strata",
+    "FewerStrataWarning": ".strata",
     "allocate": ".allocation",
     "Audit": ".audit",
     "AuditResult": ".audit",

@@ -181,8 +181,8 @@ def test_density_methods_approximate(pops):
 
 
 def test_ties_repaired_and_too_many_strata(tmp_path):
-    """Heavy ties: edges repaired from the distinct values as in memory; too many strata is the
-    same error."""
+    """Heavy ties: edges repaired from the distinct values as in memory; too many strata give
+    one stratum per distinct value with the same warning."""
     rng = np.random.default_rng(3)
     score = rng.choice(
         [0.05, 0.1, 0.2, 0.3, 0.35, 0.9], size=20_000, p=[0.6, 0.1, 0.1, 0.1, 0.05, 0.05]
@@ -192,8 +192,13 @@ def test_ties_repaired_and_too_many_strata(tmp_path):
     dp = DaskPopulation.from_parquet(root, score_col="score", id_col="id", threshold=0.5)
     mp = be.Population.from_parquet(root, score_col="score", id_col="id", threshold=0.5)
     _same_strata(dp.stratify_lazy(n_strata=(4, 1)), be.stratify(mp, n_strata=(4, 1)))
-    with pytest.raises(ValueError, match="n_strata=6 is more than the 5 distinct"):
-        dp.stratify_lazy(n_strata=(6, 1))
+    # too many strata for the ties: one stratum per distinct value, with the same warning
+    with pytest.warns(be.strata.FewerStrataWarning, match="n_strata=6 is more than the 5 distinct"):
+        lazy = dp.stratify_lazy(n_strata=(6, 1))
+    with pytest.warns(be.strata.FewerStrataWarning, match="n_strata=6 is more than the 5 distinct"):
+        eager = be.stratify(mp, n_strata=(6, 1))
+    assert lazy.n_strata == eager.n_strata == 6
+    _same_strata(lazy, eager)
 
 
 def _sequence(sampler):

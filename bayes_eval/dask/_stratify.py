@@ -17,6 +17,7 @@ the stratification variable).
 from __future__ import annotations
 
 import functools
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from .._stratifiers import STRATIFIERS, equal_size_from_counts
-from ..strata import _auto_n_strata, _index_dtype
+from ..strata import FewerStrataWarning, _auto_n_strata, _index_dtype
 from ._dataset import PieceSet, Scan
 from ._pieces import Columns, Piece, as_bool_predictions, read_piece
 
@@ -317,6 +318,8 @@ def stratify_pieces(
         e = np.unique(info["edges"])
         info["edges"] = e[e > info["vmin"]]
     counted = _count(data, sides, spec)
+    if _fewer_strata_where_tied(data, sides, spec, counted, variable):
+        counted = _count(data, sides, spec)  # one more pass, only when ties forced fewer strata
     for side, info in sides.items():
         cnt, lo, hi, tot = counted[side]
         if (cnt[1:] == 0).any():  # merge empty strata into the one below, as in memory
@@ -332,14 +335,6 @@ def stratify_pieces(
             info["edges"] = info["edges"][keep]
         info["stats"] = (cnt, lo, hi, tot)
         n = info["n"]
-        if info["edges"].size + 1 < n and info["want"] != "auto":
-            distinct = _distinct(data, side, info, spec)
-            if distinct is not None and distinct[0].size < n:
-                raise ValueError(
-                    f"n_strata={n} is more than the {distinct[0].size} distinct {variable} "
-                    f"value(s) on the predicted-{'positive' if side else 'negative'} side; "
-                    f"allowed: at most {distinct[0].size}"
-                )
     sizes, predicted, smin, smax, smean = [], [], [], [], []
     offset = 0
     for side in (False, True):
@@ -502,3 +497,31 @@ def _kernel_edges(data: PieceSet, sides: dict, spec: dict, method: str, gen: Any
 def _count(data: PieceSet, sides: dict, spec: dict) -> dict:
     plan = {"spec": spec, "sides": {s: {"edges": i["edges"]} for s, i in sides.items()}}
     return data.reduce(_count_piece, _combine_count, plan)
+
+
+def _fewer_strata_where_tied(
+    data: Any, sides: dict[bool, dict[str, Any]], spec: Any, counted: Any, variable: str
+) -> bool:
+    """Where a side has fewer distinct values than the strata asked for, give it one stratum
+    per distinct value with a :class:`~bayes_eval.strata.FewerStrataWarning`, as
+    :func:`bayes_eval.stratify` does in memory. True when any side's edges changed."""
+    changed = False
+    for side, info in sides.items():
+        cnt = counted[side][0]
+        n = info["n"]
+        if int((cnt > 0).sum()) >= n or info["want"] == "auto":
+            continue
+        distinct = _distinct(data, side, info, spec)
+        if distinct is None or distinct[0].size >= n:
+            continue
+        values = np.asarray(distinct[0], dtype=np.float64)
+        warnings.warn(
+            f"n_strata={n} is more than the {values.size} distinct {variable} value(s) on "
+            f"the predicted-{'positive' if side else 'negative'} side; that side gets "
+            f"{values.size} strata",
+            FewerStrataWarning,
+            stacklevel=4,
+        )
+        info["edges"] = values[values > info["vmin"]]
+        changed = True
+    return changed
