@@ -45,7 +45,7 @@ from ._informed import MetricInformation, information_from_counts, metric_inform
 from ._metric_draws import COUNTS, metric_draws_from_theta
 from ._protocols import StrataLike
 from ._sampling import draw_beta
-from ._validation import RNGLike, as_generator, check_option, check_positive_int
+from ._validation import RNGLike, as_generator, check_bool, check_option, check_positive_int
 from .labels import coerce_labels
 from .metrics import METRICS, confusion_from_positives, resolve_metrics
 from .models import DEFAULT_MODEL, MODELS
@@ -424,8 +424,7 @@ def estimate(
     draws = _check_draws(draws)
     check_option(sampler, "sampler", ("fast", "exact"))
     _check_model(model)
-    if not isinstance(finite_population, bool | np.bool_):
-        raise TypeError(f"finite_population={finite_population!r} must be True or False")
+    check_bool(finite_population, "finite_population")
     a, b, desc = resolve_prior(prior, strata.n_strata)
     positions, values = coerce_labels(labels, strata.population)
     resolve_metrics(
