@@ -343,8 +343,9 @@ class LockStepAllocator:
                     n=state.n[r],
                     h=state.h[r],
                     available=avail[r],
-                    prior_a=state.prior_a,
-                    prior_b=state.prior_b,
+                    # per-audit priors (R, K) (a model's effective priors) or one shared (K,)
+                    prior_a=state.prior_a[r] if np.ndim(state.prior_a) == 2 else state.prior_a,
+                    prior_b=state.prior_b[r] if np.ndim(state.prior_b) == 2 else state.prior_b,
                     metric=state.metric,
                     round=state.round,
                     score_mean=state.score_mean,
@@ -357,7 +358,8 @@ class LockStepAllocator:
 
 
 class LockStep:
-    """Labels of ``R`` simulated audits of one population whose positives per stratum are known.
+    """Labels of ``R`` simulated audits of populations whose positives per stratum are known
+    (``positives`` of shape ``(K,)`` for one population, ``(R, K)`` for one per audit).
 
     Attributes
     ----------
@@ -367,8 +369,9 @@ class LockStep:
 
     def __init__(self, sizes: np.ndarray, positives: np.ndarray, n_audits: int) -> None:
         self.sizes = np.asarray(sizes, dtype=np.int64)
-        self.positives = np.asarray(positives, dtype=np.int64)
         k = self.sizes.shape[0]
+        # one population for every audit (K,), or one per audit (R, K)
+        self.positives = np.broadcast_to(np.asarray(positives, dtype=np.int64), (n_audits, k))
         self.n = np.zeros((n_audits, k), dtype=np.int64)
         self.h = np.zeros((n_audits, k), dtype=np.int64)
 
@@ -381,7 +384,7 @@ class LockStep:
         """Label ``counts`` (``(len(rows), K)``) items without replacement in every stratum of
         the audits ``rows`` (default all): hypergeometric positives (module docstring)."""
         rows = slice(None) if rows is None else rows
-        good = self.positives[None, :] - self.h[rows]
-        bad = (self.sizes - self.positives)[None, :] - (self.n[rows] - self.h[rows])
+        good = self.positives[rows] - self.h[rows]
+        bad = (self.sizes[None, :] - self.positives[rows]) - (self.n[rows] - self.h[rows])
         self.h[rows] += _hypergeometric(rng, good, bad, counts)
         self.n[rows] += counts

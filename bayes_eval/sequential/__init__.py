@@ -52,6 +52,16 @@ and no positives in a large stratum (``tests/test_sequential.py``,
 0.0004 at 0.995. It costs a few
 microseconds per simulated look, so 10,000 audits of 100 looks take seconds.
 
+**Worst case over a family of truths.** One least-favourable configuration is not enough: with
+rates flat within each predicted side the rule calibrated at score-shaped rates accepted 23-27% of
+audits at the target. :func:`correction_for` (the one calibration path) therefore simulates the
+audit at every truth of :func:`truth_family` (flat, score-shaped, shifted, compressed, sharpened,
+non-monotone, reversed, extreme, posterior draws; :mod:`bayes_eval.sequential.truths`) with the
+model the audit runs, and fits a look-dependent boundary (:mod:`bayes_eval.sequential.boundary`)
+whose false-accept rate at the worst truth is at most :math:`\\alpha`
+(:func:`calibrate_worst_case`). :func:`calibrate_sequential` below remains the single-truth
+simulator (coverage curves, Webber et al.'s scenarios).
+
 References
 ----------
 Webber, Bagdouri, Lewis & Oard (2013), ``../shared/seeds/002_bcc5f0faf615c660.txt`` (sequential
@@ -68,6 +78,7 @@ from ._linear import (
     prob_linear_ge,
 )
 from .anytime import betting_lower, compare_anytime
+from .boundary import Boundary, fit_boundary
 from .calibration import (
     CALIBRATION_VERSION,
     DEFAULT_NOMINAL,
@@ -78,27 +89,34 @@ from .calibration import (
     geometric_looks,
     required_sims,
 )
-from .correction import Correction, correction_for
-from .webber import SCENARIOS, webber_scenarios
+from .correction import Correction, TruthRate, correction_for
+from .robust import WorstCaseCalibration, calibrate_worst_case
+from .truths import PROFILES, Truth, truth_family
 
 __all__ = [
     "CALIBRATION_VERSION",
     "DEFAULT_NOMINAL",
-    "SCENARIOS",
+    "PROFILES",
     "SUPPORTED_METRICS",
+    "Boundary",
     "Correction",
     "SequentialCalibration",
+    "Truth",
+    "TruthRate",
+    "WorstCaseCalibration",
     "_as_schedule",
     "approx_prob_at_least",
     "betting_lower",
     "calibrate_sequential",
+    "calibrate_worst_case",
     "calibration_key",
     "compare_anytime",
     "correction_for",
+    "fit_boundary",
     "geometric_looks",
     "least_favourable_truth",
     "linear_form",
     "prob_linear_ge",
     "required_sims",
-    "webber_scenarios",
+    "truth_family",
 ]

@@ -158,12 +158,16 @@ def least_favourable_truth(
         else (-40.0 if lo == 0.0 else 40.0)
     )
     positives = np.rint(sizes * special.expit(logit + s * d)).astype(np.int64)
-    # nudge down until the integer population is at most `value`
+    # nudge down (only strata the metric depends on) until the integer population is at most
+    # `value`
+    weight, _ = linear_form(metric, value, pos, sizes)
+    up = d > 0
     for _ in range(4 * int(sizes.shape[0]) + 8):
         if metric_of_positives(metric, positives, sizes, pos) <= value + 1e-12:
             break
-        up = d > 0
-        cand = np.flatnonzero((up & (positives > 0)) | (~up & (positives < sizes)))
+        cand = np.flatnonzero(
+            (weight != 0) & ((up & (positives > 0)) | (~up & (positives < sizes)))
+        )
         k = int(cand[np.argmax(sizes[cand])])
         positives[k] += -1 if up[k] else 1
     return positives

@@ -7,16 +7,18 @@ from __future__ import annotations
 import hashlib
 import json
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
-from .._loop import BatchPlan, LockStep, LockStepAllocator, design_state
+from .._loop import BatchPlan
 from .._validation import (
     RNGLike,
     as_generator,
+    check_bool,
     check_level,
     check_option,
     check_positive_int,
@@ -24,7 +26,8 @@ from .._validation import (
 from ..designs import make_design
 from ..metrics import metric_of_positives
 from ..priors import Prior
-from ._linear import SUPPORTED_METRICS, least_favourable_truth, linear_form, prob_linear_ge
+from ._linear import SUPPORTED_METRICS, least_favourable_truth
+from ._paths import simulate_paths
 
 __all__ = [
     "CALIBRATION_VERSION",
@@ -99,67 +102,6 @@ def _batch_plan(
         strict_budget=True,
     )
     return list(plan.batches), plan.looks
-
-
-def _simulate_paths(
-    *,
-    sizes: np.ndarray,
-    predicted: np.ndarray,
-    positives: np.ndarray,
-    prior_a: np.ndarray,
-    prior_b: np.ndarray,
-    metric: str,
-    target: float,
-    design: Any,
-    batch_size: int,
-    schedule: np.ndarray,
-    finite_population: bool,
-    n_sims: int,
-    rng: np.random.Generator,
-    batches: list[int] | None = None,
-) -> np.ndarray:
-    """Posterior probability ``P(metric >= target)`` at each look of ``n_sims`` audits: (S, J).
-
-    The audits run in lock-step on the batch engine (:mod:`bayes_eval._loop`): the split of a
-    batch over the strata is one vectorised draw for ``"random"``, one ``design.allocate_many``
-    call on the ``(S, K)`` state when the design has it, and otherwise one ``allocate`` call per
-    audit on its own copy of the design. ``batches`` are the batch sizes (default
-    ``batch_size`` each, up to the last look).
-    """
-    w, c = linear_form(metric, target, predicted, sizes)
-    out = np.empty((n_sims, schedule.shape[0]), dtype=np.float64)
-    look_set = {int(v): j for j, v in enumerate(schedule)}
-    if batches is None:
-        last = int(schedule[-1])
-        batches = [batch_size] * (last // batch_size) + (
-            [last % batch_size] * (last % batch_size > 0)
-        )
-    prior_a = np.asarray(prior_a, dtype=np.float64)
-    prior_b = np.asarray(prior_b, dtype=np.float64)
-    audits = LockStep(sizes, positives, n_sims)
-    allocator = LockStepAllocator(design, n_sims)
-    labelled = 0
-    for rnd, b in enumerate(batches):
-        state = design_state(
-            sizes=sizes,
-            predicted=predicted,
-            n=audits.n,
-            h=audits.h,
-            available=audits.available,
-            prior_a=prior_a,
-            prior_b=prior_b,
-            metric=metric,
-            round=rnd,
-            finite_population=finite_population,
-        )
-        audits.label(allocator(state, b, rng), rng)
-        labelled += b
-        j = look_set.get(labelled)
-        if j is not None:
-            out[:, j] = prob_linear_ge(
-                audits.n, audits.h, prior_a, prior_b, sizes, w, c, finite_population
-            )
-    return out
 
 
 def _first_crossing(prob: np.ndarray, levels: np.ndarray) -> np.ndarray:
@@ -422,6 +364,8 @@ def calibrate_sequential(
     max_mcse: float = 0.005,
     nominal: Any = None,
     rng: RNGLike = None,
+    model: str = "independent",
+    progress: Callable[[int, int], None] | None = None,
 ) -> SequentialCalibration:
     """Simulate repeated acceptance testing under the least-favourable truth.
 
@@ -474,6 +418,11 @@ def calibrate_sequential(
     nominal : array, optional
         Grid of nominal levels for ``curve``.
     rng : int, Generator or None
+    model : str
+        Posterior model simulated (:mod:`bayes_eval.sequential._paths`; a model other than
+        ``"independent"`` needs ``strata``).
+    progress : callable ``(done, total)``, optional
+        Called after every simulated batch with the simulated audit-batches done and in all.
 
     Returns
     -------
@@ -509,8 +458,11 @@ def calibrate_sequential(
         or not (0 < max_mcse < 0.5)
     ):
         raise ValueError(f"max_mcse={max_mcse!r}; allowed: a number in (0, 0.5)")
-    if not isinstance(finite_population, bool | np.bool_):
-        raise TypeError(f"finite_population={finite_population!r} must be True or False")
+    check_bool(finite_population, "finite_population")
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress={progress!r}; allowed: a callable (done, total) or None")
+    if model != "independent" and strata is None:
+        raise ValueError(f"model={model!r} reads the scores: pass strata, not sizes/predicted")
     dsg = make_design(design, **(design_options or {}))
     design_name = design if isinstance(design, str) else getattr(dsg, "name", "custom")
     batches, schedule = _batch_plan(dsg, batch_size, budget, looks, int(sizes_.sum()), k)
@@ -535,7 +487,7 @@ def calibrate_sequential(
         positives = positives.astype(np.int64)
         source = "given population"
     gen = as_generator(rng)
-    prob = _simulate_paths(
+    prob = simulate_paths(
         sizes=sizes_,
         predicted=pred_,
         positives=positives,
@@ -544,13 +496,15 @@ def calibrate_sequential(
         metric=metric,
         target=target,
         design=dsg,
-        batch_size=int(batch_size),
+        batches=batches,
         schedule=schedule,
         finite_population=bool(finite_population),
         n_sims=n_sims,
         rng=gen,
-        batches=batches,
-    )
+        model=model,
+        strata=strata,
+        progress=progress,
+    )[0]
     curve = _curve(prob, schedule, grid)
     truth = xr.Dataset(
         {
@@ -610,7 +564,7 @@ def _curve(prob: np.ndarray, schedule: np.ndarray, grid: np.ndarray) -> xr.Datas
 
 
 #: bumped whenever the simulated procedure changes, so that cached calibrations are not reused
-CALIBRATION_VERSION = 2
+CALIBRATION_VERSION = 3
 
 
 def calibration_key(**parts: Any) -> str:

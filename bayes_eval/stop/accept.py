@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import RNGLike, as_generator, check_level, check_positive_int
+from .._validation import RNGLike, as_generator, check_bool, check_level, check_positive_int
 from ..certification import Certification, _check_target, certify
 from ..posterior import MetricPosterior
 from ..sequential.correction import (
@@ -43,11 +43,13 @@ class Accept(StopRule):
         Calibrate the nominal level for repeated looks (:func:`calibrate_sequential`) before the
         first look. ``False`` gives the naive rule of Webber et al. (documented to over-accept).
     n_sims : int
-        Simulated audits for the calibration (at least ``level (1 - level) / max_mcse**2``).
+        Simulated audits per binding truth of the calibration (at least
+        ``level (1 - level) / max_mcse**2``).
     rng : int, Generator or None
         Seed of the calibration; default the audit's seed.
     rates : "auto", "pilot", "planning", "prior", "scores" or array
-        Plausible stratum rates for the least-favourable truth: ``"auto"`` uses the audit's
+        Score-shaped stratum rates around which the family of truths at the target is built
+        (:mod:`bayes_eval.sequential.truths`): ``"auto"`` uses the audit's
         labels when it already has some (pilot), else the stratum score midpoints when the
         scores lie in [0, 1] (``"scores"``, read as calibrated probabilities), else the prior means
         (:func:`bayes_eval.sequential.correction_for`).
@@ -61,10 +63,14 @@ class Accept(StopRule):
 
     Notes
     -----
-    The calibration is cached by a key of strata sizes and predicted sides, design and options,
-    metric, target, level, prior, batch size, budget, rates and simulation settings, in process and,
-    when the audit has a ``path``, in ``<path>/sequential_calibration.json`` (so a resumed audit
-    keeps its corrected level).
+    The calibration (:func:`bayes_eval.sequential.correction_for`) simulates the audit's exact
+    procedure, model included, at every truth of a family at the target and applies a nominal
+    level per look (stricter early) that holds ``1 - level`` false accepts at the worst truth;
+    the certificate discloses that truth and its rate. The calibration is cached by a key of
+    strata sizes, scores and predicted sides, design and options, model, metric, target, level,
+    prior, batch size, budget, looks, rates and simulation settings, in process and, when the
+    audit has a ``path``, in ``<path>/sequential_calibration.json`` (so a resumed audit keeps its
+    corrected levels).
     """
 
     def __init__(
@@ -72,7 +78,7 @@ class Accept(StopRule):
         target: float,
         level: float = 0.95,
         corrected: bool = True,
-        n_sims: int = 4000,
+        n_sims: int = 2000,
         rng: RNGLike = None,
         *,
         rates: Any = "auto",
@@ -81,8 +87,7 @@ class Accept(StopRule):
     ) -> None:
         self.target = _check_target("metric", target)
         self.level = check_level(level, "level")
-        if not isinstance(corrected, bool | np.bool_):
-            raise TypeError(f"corrected={corrected!r} must be True or False")
+        check_bool(corrected, "corrected")
         self.corrected = bool(corrected)
         if self.corrected:
             self.n_sims, self.max_mcse = check_sims(n_sims, self.level, max_mcse)
@@ -135,7 +140,9 @@ class Accept(StopRule):
 
     @property
     def level_used(self) -> float:
-        """Nominal level applied (the corrected one after :meth:`prepare`)."""
+        """Nominal level applied: the strictest level of the corrected boundary (its first
+        look) after :meth:`prepare`; ``correction.level_at(n_labels)`` gives the level at a
+        look."""
         if not self.corrected:
             return self.level
         if self._stored is None:
@@ -162,7 +169,7 @@ class Accept(StopRule):
             return cert
         st = self._stored
         assert st is not None
-        used = st.level_used
+        used = float(st.level_at(int(look.n_labels)))
         p = cert.prob_at_least
         scheduled = self._is_look(look)
         note = (
@@ -186,6 +193,9 @@ class Accept(StopRule):
             finite_population=cert.finite_population,
             correction=st.description + note,
             correction_mcse=st.mcse,
+            prob_mcse=cert.prob_mcse,
+            informed=cert.informed,
+            disclosure=tuple(st.disclosure(int(look.n_labels)).items()),
         )
 
     def _scheduled(self, n_labels: np.ndarray, batch: int) -> np.ndarray:
@@ -211,7 +221,10 @@ class Accept(StopRule):
     ) -> np.ndarray:
         """Accept where ``mean(draws >= target) >= level_used`` (rows of metric draws)."""
         p = np.mean(np.asarray(draws) >= self.target, axis=-1)
-        ok = p >= self.level_used
+        if self.corrected and self._stored is not None:
+            ok = p >= self._stored.level_at(np.asarray(n_labels, dtype=np.int64))
+        else:
+            ok = p >= self.level_used
         if self._schedule is not None:
             ok &= self._scheduled(np.asarray(n_labels), self._batch)
         return ok

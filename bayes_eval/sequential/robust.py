@@ -1,0 +1,388 @@
+"""Worst-case calibration of the repeated-look acceptance rule over a family of truths at the
+target.
+
+:func:`calibrate_worst_case` simulates the audit's exact procedure — strata, design and options,
+prior, model (:mod:`bayes_eval.sequential._paths`), metric, batch schedule, budget and look
+schedule — at every truth of :func:`~bayes_eval.sequential.truths.truth_family` and at one truth
+``margin`` above the target, stores ``P(metric >= target)`` at every look of every simulated audit,
+and fits the look-dependent boundary (:func:`~bayes_eval.sequential.boundary.fit_boundary`) whose
+largest false-accept rate over the family is at most :math:`\\alpha`, with the fewest expected
+labels at the truth above the target.
+
+References
+----------
+Webber, Bagdouri, Lewis & Oard (2013), ``../shared/seeds/002_bcc5f0faf615c660.txt``.
+"""
+
+from __future__ import annotations
+
+import numbers
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .._loop import BatchPlan
+from .._validation import RNGLike, as_generator, check_level, check_option, check_positive_int
+from ..designs import make_design
+from ..metrics import metric_of_positives
+from ..models import DEFAULT_MODEL
+from ..priors import Prior
+from ._linear import SUPPORTED_METRICS, least_favourable_truth
+from ._paths import look_model_of, simulate_paths
+from .boundary import DEFAULT_SHAPES, Boundary, accept_counts, fit_boundary, labels_used
+from .truths import Truth, posterior_rate_draws, truth_family
+
+__all__ = ["DEFAULT_MARGIN", "WorstCaseCalibration", "calibrate_worst_case"]
+
+#: how far above the target the truth is at which expected labels are minimised
+DEFAULT_MARGIN = 0.05
+
+#: posterior draws added to the family
+DEFAULT_POSTERIOR_TRUTHS = 2
+
+#: stage 1 simulates every truth with ``n_sims // SCREEN_FRACTION`` audits ...
+SCREEN_FRACTION = 4
+
+#: ... stage 2 adds ``n_sims`` audits at this many truths with the highest stage-1 rates
+KEEP_TRUTHS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class WorstCaseCalibration:
+    """Result of :func:`calibrate_worst_case`.
+
+    Attributes
+    ----------
+    boundary : Boundary
+        Nominal level per look and the false-accept rate at every truth.
+    truths : tuple of Truth
+    prob : tuple of ndarray, each (S_t, J)
+        ``P(metric >= target)`` at every look of every simulated audit of each truth
+        (``n_sims / 4`` audits for the truths screened out, ``n_sims * 5 / 4`` for the
+        :data:`KEEP_TRUTHS` that bind).
+    margin_prob : ndarray (S, J) or None
+        The same at the truth ``margin`` above the target.
+    margin_value : float
+        Metric of that truth (NaN when the target + margin is not attainable).
+    margin_positives : ndarray of int64 (K,) or None
+        Its positives per stratum.
+    metric, target, level, design, model, prior : str, float, float, str, str, str
+    look_model : str
+        How the model's acceptance probability was simulated.
+    n_sims : int
+    seconds : float
+        Wall time of the simulation and fit.
+    rates_source : str
+        Where the score-shaped rates of the family came from.
+    """
+
+    boundary: Boundary
+    truths: tuple[Truth, ...]
+    prob: tuple[np.ndarray, ...] = field(repr=False)
+    margin_prob: np.ndarray | None = field(repr=False)
+    margin_value: float
+    margin_positives: np.ndarray | None = field(repr=False)
+    metric: str
+    target: float
+    level: float
+    design: str
+    model: str
+    prior: str
+    look_model: str
+    n_sims: int
+    seconds: float
+    rates_source: str = "scores"
+
+    @property
+    def looks(self) -> np.ndarray:
+        return self.boundary.looks
+
+    @property
+    def worst_truth(self) -> Truth:
+        """The truth with the highest false-accept rate."""
+        return self.truths[self.boundary.worst]
+
+    def rates_at(self, nominal: np.ndarray | float) -> np.ndarray:
+        """False-accept rate at every truth for another boundary (a level or one per look)."""
+        gamma = np.broadcast_to(np.asarray(nominal, dtype=np.float64), self.looks.shape)
+        return accept_counts(list(self.prob), gamma) / np.array([p.shape[0] for p in self.prob])
+
+    def labels_at_margin(self, nominal: np.ndarray | float) -> tuple[float, float]:
+        """Mean labels to accept at the truth above the target for a boundary, with MC s.e."""
+        if self.margin_prob is None:
+            return float("nan"), float("nan")
+        gamma = np.broadcast_to(np.asarray(nominal, dtype=np.float64), self.looks.shape)
+        used = labels_used(self.margin_prob, self.looks, gamma).astype(np.float64)
+        return float(used.mean()), float(used.std(ddof=1) / np.sqrt(used.size))
+
+    def describe(self) -> str:
+        """One line: the boundary, the worst truth and its rate with Monte Carlo error."""
+        b = self.boundary
+        t = self.worst_truth
+        lo = min(p.shape[0] for p in self.prob)
+        hi = max(p.shape[0] for p in self.prob)
+        if not b.attainable:
+            return (
+                f"sequential correction: NO nominal level holds {1 - self.level:.3g} false "
+                f"accepts at every truth (worst: {t.name}, {b.rates[b.worst]:.3f} even at level "
+                "1); use the anytime-valid confidence sequence (compare_anytime)"
+            )
+        return (
+            f"sequential correction (worst case over {len(self.truths)} truths at the target): "
+            f"nominal {b.nominal[0]:.4f} at the first look to {b.nominal[-1]:.4f} at the last "
+            f"(shape {b.shape:g}); worst truth {t.name}: false-accept rate "
+            f"{b.rates[b.worst]:.4f} ± {b.mcse[b.worst]:.4f} (MC s.e.); {lo:,}-{hi:,} simulated "
+            f"audits per truth, {self.looks.shape[0]} looks up to {int(self.looks[-1])} labels, "
+            f"design {self.design}, model {self.model} ({self.look_model}), prior {self.prior}, "
+            f"family around {self.rates_source} rates"
+        )
+
+
+def _score_rates(strata: Any, rates: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if rates is not None:
+        return np.asarray(rates, dtype=np.float64)
+    lo = np.asarray(getattr(strata, "score_min", np.full(a.shape, np.nan)), dtype=np.float64)
+    hi = np.asarray(getattr(strata, "score_max", np.full(a.shape, np.nan)), dtype=np.float64)
+    if np.all(np.isfinite(lo)) and lo.min() >= 0.0 and hi.max() <= 1.0:
+        return np.clip((lo + hi) / 2.0, 0.0, 1.0)
+    return a / (a + b)
+
+
+def check_count(value: Any, name: str) -> int:
+    """A non-negative int (bool rejected), else a ValueError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise ValueError(f"{name}={value!r}; allowed: a non-negative integer")
+    return int(value)
+
+
+def _score_mean(strata: Any) -> np.ndarray:
+    """Mean score per stratum (what the hierarchical model regresses on; as in
+    :func:`bayes_eval.simulate`), the score midpoint when the scores are not in memory."""
+    scores = getattr(getattr(strata, "population", None), "scores", None)
+    assignment = getattr(strata, "assignment", None)
+    sizes = np.asarray(strata.sizes, dtype=np.float64)
+    if isinstance(scores, np.ndarray) and isinstance(assignment, np.ndarray):
+        k = sizes.shape[0]
+        return np.bincount(assignment.astype(np.int64), weights=scores, minlength=k) / sizes
+    return (np.asarray(strata.score_min) + np.asarray(strata.score_max)) / 2.0
+
+
+def calibrate_worst_case(
+    strata: Any,
+    *,
+    metric: str = "f1",
+    target: float = 0.8,
+    level: float = 0.95,
+    design: Any = "random",
+    design_options: dict[str, Any] | None = None,
+    batch_size: int = 20,
+    budget: int = 2000,
+    looks: Any = None,
+    prior: Any = "jeffreys",
+    model: str = DEFAULT_MODEL,
+    rates: Any = None,
+    pilot: Any = None,
+    finite_population: bool = True,
+    n_sims: int = 2000,
+    margin: float = DEFAULT_MARGIN,
+    posterior_truths: int = DEFAULT_POSTERIOR_TRUTHS,
+    profiles: tuple[str, ...] | None = None,
+    shapes: tuple[float, ...] = DEFAULT_SHAPES,
+    rng: RNGLike = None,
+    progress: Callable[[int, int], None] | None = None,
+    rates_label: str | None = None,
+) -> WorstCaseCalibration:
+    """Calibrate the repeated-look rule at every truth of the family (module docstring).
+
+    Parameters
+    ----------
+    strata : Strata
+        The audit's strata (their scores shape the family; the pooled model reads them).
+    metric, target, level : str, float, float
+        The claim ``metric >= target`` at actual ``level``.
+    design, design_options : design name or object, dict
+    batch_size, budget, looks :
+        As in :func:`~bayes_eval.sequential.calibrate_sequential`.
+    prior : prior spec
+    model : str
+        The posterior model the audit runs (``"independent"``, ``"pooled"``,
+        ``"hierarchical"``).
+    rates : array (K,), optional
+        Rates the scores stand for (default the stratum score midpoints when scores are
+        probabilities, else the prior means).
+    pilot : (n, h), optional
+        Labels already in the audit: the posterior draws of the family condition on them.
+    finite_population : bool
+    n_sims : int
+        Simulated audits per truth (at least 100).
+    margin : float
+        The boundary's shape minimises expected labels at a truth ``margin`` above the target.
+    posterior_truths : int
+        Posterior draws added to the family.
+    profiles : tuple of str, optional
+        Deterministic profiles of the family (default all of
+        :data:`~bayes_eval.sequential.truths.PROFILES`).
+    shapes : tuple of float
+        Boundary shapes tried.
+    rng : int, Generator or None
+    progress : callable ``(done, total)``, optional
+        Called after every simulated batch (at most 2% of the work apart when there are at
+        least 50 batches).
+    rates_label : str, optional
+        Where ``rates`` came from (reported; default ``"scores"`` or ``"prior"``).
+
+    Returns
+    -------
+    WorstCaseCalibration
+
+    Examples
+    --------
+    >>> import bayes_eval as be
+    >>> lp = be.datasets.synthetic(20_000, prevalence=0.2, rng=0)
+    >>> st = be.stratify(lp.population, n_strata=3)
+    >>> cal = be.sequential.calibrate_worst_case(st, metric="f1", target=0.6, budget=300,
+    ...     batch_size=30, n_sims=400, model="independent", rng=0)
+    >>> bool(cal.boundary.rates.max() <= 0.05)
+    True
+    """
+    t0 = time.perf_counter()
+    check_option(metric, "metric", SUPPORTED_METRICS)
+    if isinstance(target, bool) or not isinstance(target, numbers.Real) or not 0 < target < 1:
+        raise ValueError(f"target={target!r}; allowed: a number in the open interval (0, 1)")
+    target = float(target)
+    level = check_level(level, "level")
+    n_sims = check_positive_int(n_sims, "n_sims")
+    if n_sims < 100:
+        raise ValueError(f"n_sims={n_sims} is too few; allowed: >= 100")
+    if not isinstance(model, str):
+        raise TypeError(f"model={model!r} must be a model name (str)")
+    if model != "independent" and not hasattr(strata, "population"):
+        raise ValueError(
+            f"model={model!r} reads the strata's scores: pass the audit's Strata (in memory)"
+        )
+    if isinstance(margin, bool) or not isinstance(margin, numbers.Real) or not 0 <= margin < 1:
+        raise ValueError(f"margin={margin!r}; allowed: a number in [0, 1)")
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress={progress!r}; allowed: a callable (done, total) or None")
+    posterior_truths = check_count(posterior_truths, "posterior_truths")
+    sizes = np.asarray(strata.sizes, dtype=np.int64)
+    pred = np.asarray(strata.predicted, dtype=bool)
+    k = sizes.shape[0]
+    dsg = make_design(design, **(design_options or {}))
+    design_name = design if isinstance(design, str) else getattr(dsg, "name", "custom")
+    plan = BatchPlan.build(
+        dsg,
+        batch_size=batch_size,
+        budget=budget,
+        total=int(sizes.sum()),
+        n_strata=k,
+        looks=looks,
+        strict_budget=True,
+    )
+    schedule = plan.looks
+    resolved = Prior.resolve(prior, k)
+    a, b = resolved.a, resolved.b
+    gen = as_generator(rng)
+    base = _score_rates(strata, rates, a, b)
+    if rates_label is not None:
+        label = str(rates_label)
+    elif rates is not None:
+        label = "given"
+    else:
+        label = "prior" if np.allclose(base, a / (a + b)) else "scores"
+    zero = np.zeros(k, dtype=np.int64)
+    pn, ph = (zero, zero) if pilot is None else (np.asarray(v, dtype=np.int64) for v in pilot)
+    draws = (
+        posterior_rate_draws(model, strata, pn, ph, a, b, posterior_truths, gen)
+        if posterior_truths > 0
+        else None
+    )
+    truths = truth_family(
+        sizes,
+        pred,
+        metric=metric,
+        target=target,
+        score_rates=base,
+        posterior_draws=draws,
+        profiles=profiles,
+    )
+    pos = np.stack([t.positives for t in truths])
+    margin_value = float("nan")
+    up = None
+    if margin > 0:
+        try:
+            up = least_favourable_truth(sizes, pred, base, metric=metric, value=target + margin)
+        except ValueError:
+            up = None
+        if up is not None and target + margin > 1.0:
+            up = None
+        if up is not None:
+            pos = np.concatenate([pos, up[None, :]])
+            margin_value = metric_of_positives(metric, up, sizes, pred)
+    score_mean = _score_mean(strata) if model == "hierarchical" else None
+    n_fam = len(truths)
+    n_first = max(100, n_sims // SCREEN_FRACTION)
+    n_keep = min(KEEP_TRUTHS, n_fam)
+    batches = list(plan.batches)
+    total = len(batches) * (pos.shape[0] * n_first + n_keep * n_sims)
+
+    def run(positives: np.ndarray, sims: int, done: int) -> np.ndarray:
+        def tick(d: int, _t: int) -> None:
+            if progress is not None:
+                progress(done + d, total)
+
+        return simulate_paths(
+            sizes=sizes,
+            predicted=pred,
+            positives=positives,
+            prior_a=a,
+            prior_b=b,
+            metric=metric,
+            target=target,
+            design=dsg,
+            batches=batches,
+            schedule=schedule,
+            finite_population=bool(finite_population),
+            n_sims=sims,
+            rng=gen,
+            model=model,
+            strata=strata,
+            score_mean=score_mean,
+            progress=tick,
+        )
+
+    # stage 1: every truth (and the one above the target) at n_sims / 4
+    first = run(pos, n_first, 0)
+    mprob = first[n_fam] if first.shape[0] > n_fam else None
+    screen = fit_boundary(
+        list(first[:n_fam]), schedule, level=level, margin_prob=mprob, shapes=shapes
+    )
+    # stage 2: the truths that bind (highest stage-1 rates) again at the full n_sims; the
+    # others keep their stage-1 paths, so the boundary still holds at them
+    keep = np.argsort(-screen.rates, kind="stable")[:n_keep]
+    second = run(pos[keep], n_sims, len(batches) * pos.shape[0] * n_first)
+    fam = [first[t] for t in range(n_fam)]
+    for i, t in enumerate(keep.tolist()):
+        fam[t] = np.concatenate([first[t], second[i]])
+    boundary = fit_boundary(fam, schedule, level=level, margin_prob=mprob, shapes=shapes)
+    return WorstCaseCalibration(
+        boundary=boundary,
+        truths=truths,
+        prob=tuple(fam),
+        margin_prob=mprob,
+        margin_value=margin_value,
+        margin_positives=up,
+        metric=metric,
+        target=target,
+        level=level,
+        design=str(design_name),
+        model=model,
+        prior=resolved.description,
+        look_model=look_model_of(model),
+        n_sims=n_sims,
+        seconds=time.perf_counter() - t0,
+        rates_source=label,
+    )

@@ -1,0 +1,242 @@
+"""The family of truths at the target over which the sequential correction is calibrated.
+
+A false accept is an acceptance of ``metric >= target`` when the true metric is at most the
+target. How often the repeated-look rule does that depends on *which* population sits at the
+target: the same nominal level accepts 5% of audits at one configuration and 25% at another
+(flat rates within each predicted side, where the model's score-shaped expectations are wrong).
+The correction therefore holds the false-accept rate at every member of a documented family and
+reports the worst one (:mod:`bayes_eval.sequential.boundary`).
+
+**Construction.** Every truth starts from a *profile* of per-stratum rates :math:`r_k` and is
+moved to the target by one logit shift, up on predicted-positive strata and down on
+predicted-negative strata (:func:`~bayes_eval.sequential.least_favourable_truth`),
+
+.. math::
+
+    \\theta_k(s) = \\operatorname{expit}(\\operatorname{logit} r_k + s\\,d_k), \\qquad
+    d_k = \\pm 1,
+
+with :math:`s` solved (Brent, 1-D) so that the metric equals the target; the positives
+:math:`P_k = \\operatorname{round}(N_k\\theta_k)` are then nudged until the metric of the integer
+population is at most the target (within a few items of it). The profiles, with :math:`x_k` the
+logit of stratum ``k``'s score midpoint (the planning rates when scores are not probabilities):
+
+=================  ==========================================================================
+``scores``         calibrated scores, :math:`r_k = \\operatorname{expit} x_k` (the single
+                   "least-favourable truth" of earlier releases)
+``flat``           one rate per predicted side (size-weighted side mean of the score rates):
+                   the scores rank nothing within a side
+``shifted``        :math:`x_k + 1.5` (over-confident-low scores; ``datasets`` "shifted")
+``compressed``     :math:`x_k / 3` (``datasets`` "compressed")
+``sharpened``      :math:`3 x_k` (under-confident scores: "logit/3" scores of a sharp truth)
+``nonmonotone``    log-odds above 2 folded back (``datasets`` "nonmonotone")
+``reversed``       the score rates in reverse order within each side
+``fn_lowest``      every false negative in the lowest-score predicted-negative stratum
+                   (the others near 0); positive side as ``scores``
+``fp_top``         every false positive in the top-score predicted-positive stratum (the others
+                   near 1); negative side as ``scores``
+``posterior_i``    draws of the rates from the current posterior of the model that is run
+                   (pilot labels, or the prior without them), each moved to the target
+=================  ==========================================================================
+
+Profiles that give the same integer population (e.g. on the side a metric ignores) are kept once.
+Extreme truths make the finite-population posterior sharp in some strata; together with ``flat``
+and the posterior draws they bracket the configurations the rule meets in practice. The family is
+a documented finite set, not every population at the target: the rate at a truth outside it is
+not guaranteed (the anytime-valid confidence sequence of :mod:`bayes_eval.sequential.anytime`
+holds at every truth).
+
+References
+----------
+Webber, Bagdouri, Lewis & Oard (2013), ``../shared/seeds/002_bcc5f0faf615c660.txt`` (sequential
+testing bias). Bennett & Carvalho, ``../shared/seeds/000_51972d8d13fae9c1.txt`` (score strata).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import special
+
+from .._validation import RNGLike, as_generator
+from ..datasets import _log_odds_transform
+from ..metrics import metric_of_positives
+from ..models import design_prior
+from ..models._profile import score_profile_of
+from ..models.pooled import draw_theta, fit_pooled
+from ._linear import least_favourable_truth
+
+__all__ = ["PROFILES", "Truth", "posterior_rate_draws", "truth_family"]
+
+#: the deterministic profiles of the family, in order (posterior draws are appended)
+PROFILES: tuple[str, ...] = (
+    "scores",
+    "flat",
+    "shifted",
+    "compressed",
+    "sharpened",
+    "nonmonotone",
+    "reversed",
+    "fn_lowest",
+    "fp_top",
+)
+
+#: logit of a rate that is "near 0" in the extreme profiles
+_FAR = 12.0
+
+
+@dataclass(frozen=True, slots=True)
+class Truth:
+    """One simulated population at the target.
+
+    Attributes
+    ----------
+    name : str
+        Profile name (:data:`PROFILES` or ``posterior_i``).
+    positives : ndarray of int64, (K,)
+        Positives per stratum.
+    value : float
+        Its metric (at most the target, as close as integers allow).
+    """
+
+    name: str
+    positives: np.ndarray
+    value: float
+
+
+def _profile(name: str, x: np.ndarray, sizes: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """Base logits of profile ``name`` from the score logits ``x`` (ordered within each side by
+    stratum index, lowest score first)."""
+    r = special.expit(x)
+    if name == "scores":
+        return x
+    if name == "flat":
+        out = np.empty_like(x)
+        for side in (pos, ~pos):
+            if side.any():
+                m = float(np.average(r[side], weights=sizes[side]))
+                out[side] = special.logit(np.clip(m, 1e-6, 1 - 1e-6))
+        return out
+    if name in ("shifted", "compressed", "nonmonotone"):
+        return _log_odds_transform(x, name)
+    if name == "sharpened":
+        return 3.0 * x
+    if name == "reversed":
+        out = x.copy()
+        for side in (pos, ~pos):
+            idx = np.flatnonzero(side)
+            out[idx] = x[idx[::-1]]
+        return out
+    if name == "fn_lowest":
+        out = x.copy()
+        idx = np.flatnonzero(~pos)
+        if idx.size:
+            out[idx] = -_FAR
+            out[idx[np.argmin(x[idx])]] = 0.0
+        return out
+    if name == "fp_top":
+        out = x.copy()
+        idx = np.flatnonzero(pos)
+        if idx.size:
+            out[idx] = _FAR
+            out[idx[np.argmax(x[idx])]] = 0.0
+        return out
+    raise ValueError(f"profile={name!r}; allowed: " + ", ".join(map(repr, PROFILES)))
+
+
+def truth_family(
+    sizes: Any,
+    predicted: Any,
+    *,
+    metric: str,
+    target: float,
+    score_rates: Any,
+    posterior_draws: Any = None,
+    profiles: Any = None,
+) -> tuple[Truth, ...]:
+    """The truths at the target (module docstring), duplicates removed.
+
+    Parameters
+    ----------
+    sizes, predicted : array (K,)
+        Stratum sizes and predicted side.
+    metric : str
+    target : float
+    score_rates : array (K,)
+        Rates the scores stand for (score midpoints, planning or pilot rates), strata ordered by
+        score within each side.
+    posterior_draws : array (M, K), optional
+        Rate draws from the current posterior; each becomes ``posterior_i``.
+    profiles : sequence of str, optional
+        Subset of :data:`PROFILES` (default all).
+
+    Returns
+    -------
+    tuple of Truth
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bayes_eval.sequential.truths import truth_family
+    >>> fam = truth_family([5000, 5000, 800, 200], [0, 0, 1, 1], metric="f1", target=0.7,
+    ...                    score_rates=[0.01, 0.1, 0.6, 0.9])
+    >>> [t.name for t in fam][:3], all(t.value <= 0.7 for t in fam)
+    (['scores', 'flat', 'shifted'], True)
+    """
+    sizes = np.asarray(sizes, dtype=np.int64)
+    pos = np.asarray(predicted, dtype=bool)
+    r = np.clip(np.asarray(score_rates, dtype=np.float64), 1e-6, 1 - 1e-6)
+    if r.shape != sizes.shape:
+        raise ValueError(f"score_rates has shape {r.shape}; allowed: {sizes.shape}")
+    names = PROFILES if profiles is None else tuple(profiles)
+    bad = [n for n in names if n not in PROFILES]
+    if bad or not names:
+        raise ValueError(
+            f"profiles={profiles!r}; allowed: a non-empty subset of "
+            + ", ".join(map(repr, PROFILES))
+        )
+    bases: list[tuple[str, np.ndarray]] = [
+        (n, _profile(n, special.logit(r), sizes, pos)) for n in names
+    ]
+    if posterior_draws is not None:
+        d = np.clip(np.atleast_2d(np.asarray(posterior_draws, dtype=np.float64)), 1e-6, 1 - 1e-6)
+        if d.shape[-1] != sizes.shape[0]:
+            raise ValueError(f"posterior_draws has shape {d.shape}; allowed: (M, {sizes.size})")
+        bases += [(f"posterior_{i + 1}", special.logit(row)) for i, row in enumerate(d)]
+    out: list[Truth] = []
+    seen: set[bytes] = set()
+    for name, base in bases:
+        p = least_favourable_truth(
+            sizes, pos, special.expit(base), metric=metric, value=float(target)
+        )
+        key = p.tobytes()
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(Truth(name, p, metric_of_positives(metric, p, sizes, pos)))
+    return tuple(out)
+
+
+def posterior_rate_draws(
+    model: str,
+    strata: Any,
+    n: np.ndarray,
+    h: np.ndarray,
+    prior_a: np.ndarray,
+    prior_b: np.ndarray,
+    count: int,
+    rng: RNGLike,
+) -> np.ndarray:
+    """``count`` draws ``(count, K)`` of the stratum rates from the current posterior of
+    ``model`` (the pooled model's joint draws; otherwise the Beta marginals the designs use,
+    :func:`bayes_eval.models.design_prior`)."""
+    gen = as_generator(rng)
+    if model == "pooled" and strata is not None and hasattr(strata, "population"):
+        fit = fit_pooled(score_profile_of(strata), n, h, warn=False)
+        return np.asarray(draw_theta(fit, count, gen))
+    a, b = (prior_a, prior_b)
+    if model != "independent" and strata is not None and hasattr(strata, "population"):
+        a, b = design_prior(model, strata, n, h, prior_a, prior_b)
+    return gen.beta(a + h, b + n - h, size=(count, np.asarray(n).shape[-1]))

@@ -1,0 +1,273 @@
+"""Worst-case calibration of the corrected accept rule over a family of truths at the target
+(issue 14): bayes_eval.sequential.truths, .boundary, .robust and correction_for.
+
+Statistical claims are checked on *fresh* simulated audits (another seed than the calibration)
+with tolerances from the Monte Carlo error, so each test can fail.
+
+Reference: Webber, Bagdouri, Lewis & Oard (2013), ``../shared/seeds/002_bcc5f0faf615c660.txt``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import bayes_eval as be
+from bayes_eval._loop import BatchPlan
+from bayes_eval.designs import make_design
+from bayes_eval.metrics import metric_of_positives
+from bayes_eval.priors import Prior
+from bayes_eval.sequential import (
+    PROFILES,
+    calibrate_sequential,
+    calibrate_worst_case,
+    correction_for,
+    fit_boundary,
+    truth_family,
+)
+from bayes_eval.sequential import correction as corrmod
+from bayes_eval.sequential._paths import simulate_paths
+from bayes_eval.sequential.boundary import DEFAULT_Z, allowed_accepts
+from bayes_eval.stop import Procedure
+
+ALPHA = 0.05
+
+
+@pytest.fixture(scope="module")
+def strata():
+    lp = be.datasets.synthetic(20_000, prevalence=0.2, separation=2.0, rng=1)
+    return be.stratify(lp.population, n_strata=3)
+
+
+def _fresh(st, truths, *, design, budget, n_sims, model, seed):
+    sizes = np.asarray(st.sizes)
+    dsg = make_design(design)
+    plan = BatchPlan.build(
+        dsg, batch_size=20, budget=budget, total=int(sizes.sum()), n_strata=sizes.size
+    )
+    prior = Prior.resolve("jeffreys", sizes.size)
+    return simulate_paths(
+        sizes=sizes,
+        predicted=np.asarray(st.predicted),
+        positives=np.stack([t.positives for t in truths]),
+        prior_a=prior.a,
+        prior_b=prior.b,
+        metric="f1",
+        target=0.6,
+        design=dsg,
+        batches=list(plan.batches),
+        schedule=plan.looks,
+        finite_population=True,
+        n_sims=n_sims,
+        rng=seed,
+        model=model,
+        strata=st,
+    )
+
+
+def test_family_sits_at_the_target_and_is_documented(strata):
+    mid = (strata.score_min + strata.score_max) / 2
+    for metric in ("f1", "precision", "recall"):
+        fam = truth_family(
+            strata.sizes, strata.predicted, metric=metric, target=0.6, score_rates=mid
+        )
+        names = [t.name for t in fam]
+        assert names[:2] == ["scores", "flat"] and set(names) <= set(PROFILES)
+        for t in fam:
+            v = metric_of_positives(metric, t.positives, strata.sizes, strata.predicted)
+            assert v == t.value and 0.6 - 2e-3 <= v <= 0.6 + 1e-12
+        flat = next(t for t in fam if t.name == "flat")
+        rate = flat.positives / strata.sizes
+        for side in (strata.predicted, ~strata.predicted):
+            assert np.ptp(rate[side]) < 2e-3  # one rate per predicted side
+    with pytest.raises(ValueError, match="profiles"):
+        truth_family(
+            strata.sizes,
+            strata.predicted,
+            metric="f1",
+            target=0.6,
+            score_rates=mid,
+            profiles=("scores", "bogus"),
+        )
+
+
+def test_fit_boundary_order_statistic_is_exact():
+    """The boundary admits at most the allowed count of paths at every truth (alpha S less one
+    MC s.e.), and a slightly looser one would admit more at some truth (the worst case binds)."""
+    rng = np.random.default_rng(3)
+    looks = np.array([20, 40, 80, 160])
+    powers = np.array([0.05, 0.1, 0.2])[:, None, None]
+    p = np.maximum.accumulate(rng.random((3, 1000, 4)) ** powers, axis=-1)
+    k = allowed_accepts(1000, 0.05, DEFAULT_Z)
+    assert k == int(np.floor(50 - np.sqrt(1000 * 0.05 * 0.95)))
+    for z, allowed in ((DEFAULT_Z, k), (0.0, 50)):
+        b = fit_boundary(p, looks, level=0.95, z=z)
+        counts = (p >= b.nominal).any(axis=-1).sum(axis=1)
+        assert counts.max() <= allowed and b.attainable
+        looser = np.maximum(0.95, 1 - b.tail * 1.001 * (looks / 160.0) ** b.shape)
+        assert (p >= looser).any(axis=-1).sum(axis=1).max() > allowed
+        assert b.worst == int(np.argmax(counts))
+        assert np.allclose(b.rates, counts / 1000)
+    # unattainable: every path is certain at the first look
+    bad = fit_boundary(np.ones((1, 200, 4)), looks, level=0.95)
+    assert not bad.attainable and bad.rates[0] == 1.0 and (bad.nominal == 1.0).all()
+
+
+def test_worst_case_holds_where_the_single_truth_failed(strata):
+    """posterior_variance, 30 looks: the single least-favourable truth (score midpoints) gives
+    a level that over-accepts at the flat and compressed truths; the worst-case boundary holds
+    alpha at every truth on fresh audits (alpha + 3 MC s.e.)."""
+    kw = dict(metric="f1", target=0.6, design="posterior_variance", batch_size=20, budget=600)
+    profiles = ("scores", "flat", "compressed", "sharpened")
+    wc = calibrate_worst_case(
+        strata,
+        **kw,
+        n_sims=400,
+        model="independent",
+        rng=0,
+        posterior_truths=0,
+        profiles=profiles,
+    )
+    mid = np.clip((strata.score_min + strata.score_max) / 2, 0, 1)
+    old = calibrate_sequential(strata, **kw, n_sims=2000, rates=mid, rng=0).corrected_level(0.95)
+    n = 400
+    p = _fresh(
+        strata,
+        wc.truths,
+        design="posterior_variance",
+        budget=600,
+        n_sims=n,
+        model="independent",
+        seed=99,
+    )
+    se = np.sqrt(ALPHA * (1 - ALPHA) / n)
+    new_rates = (p >= wc.boundary.nominal).any(axis=-1).mean(axis=1)
+    old_rates = (p >= old).any(axis=-1).mean(axis=1)
+    names = [t.name for t in wc.truths]
+    assert (new_rates <= ALPHA + 3 * se).all(), dict(zip(names, new_rates, strict=True))
+    wrong = [nm for nm, r in zip(names, old_rates, strict=True) if r > ALPHA + 3 * se]
+    assert {"flat", "compressed"} <= set(wrong), dict(zip(names, old_rates, strict=True))
+
+
+@pytest.mark.slow
+def test_worst_case_holds_for_the_pooled_model():
+    """Pooled model, proportional design, 10 looks: the old single-truth level (which simulated
+    the independent model) over-accepts at >= 3 truths; the worst-case boundary, simulating the
+    pooled model, holds alpha at all of them on fresh audits (alpha + 3 MC s.e.)."""
+    lp = be.datasets.synthetic(20_000, prevalence=0.2, separation=2.0, rng=1)
+    st = be.stratify(lp.population, n_strata=2)
+    kw = dict(metric="f1", target=0.6, design="proportional", batch_size=20, budget=200)
+    profiles = ("scores", "flat", "compressed", "nonmonotone")
+    wc = calibrate_worst_case(
+        st, **kw, n_sims=200, model="pooled", rng=0, posterior_truths=0, profiles=profiles
+    )
+    mid = np.clip((st.score_min + st.score_max) / 2, 0, 1)
+    old = calibrate_sequential(st, **kw, n_sims=2000, rates=mid, rng=0).corrected_level(0.95)
+    n = 200
+    p = _fresh(st, wc.truths, design="proportional", budget=200, n_sims=n, model="pooled", seed=99)
+    se = np.sqrt(ALPHA * (1 - ALPHA) / n)
+    new_rates = (p >= wc.boundary.nominal).any(axis=-1).mean(axis=1)
+    old_rates = (p >= old).any(axis=-1).mean(axis=1)
+    names = [t.name for t in wc.truths]
+    assert (new_rates <= ALPHA + 3 * se).all(), dict(zip(names, new_rates, strict=True))
+    wrong = [nm for nm, r in zip(names, old_rates, strict=True) if r > ALPHA + 3 * se]
+    assert len(wrong) >= 3, dict(zip(names, old_rates, strict=True))
+
+
+@pytest.mark.slow
+def test_correction_for_pooled_model_discloses_worst_truth(tmp_path):
+    """The pooled model is simulated (its look model), the worst truth and its rate appear in
+    Correction, the Certification's strict-JSON dict and the cache file; progress is reported."""
+    lp = be.datasets.synthetic(20_000, prevalence=0.2, separation=2.0, rng=1)
+    st = be.stratify(lp.population, n_strata=2)
+    corrmod.clear_cache()
+    proc = Procedure(
+        strata=st,
+        metric="f1",
+        design="proportional",
+        design_options={},
+        model="pooled",
+        prior=Prior.resolve("jeffreys", st.n_strata),
+        batch_size=50,
+        budget=100,
+        seed=1,
+        path=tmp_path,
+    )
+    calls = []
+    kw = dict(target=0.6, level=0.8, n_sims=100, max_mcse=0.04)
+    corr = correction_for(proc, **kw, progress=lambda d, t: calls.append((d, t)))
+    assert calls and calls[-1][0] == calls[-1][1] and all(d <= t for d, t in calls)
+    assert corr.model == "pooled" and "pooled" in corr.description and corr.look_model
+    w = corr.worst
+    assert w is not None and w.rate <= 0.2 + 1e-12 and w.mcse > 0 and w.n_sims >= 100
+    assert corr.attainable and (corr.boundary >= 0.8).all()
+    assert corr.level_at(50) == corr.boundary[0] and corr.level_at(10_000) == corr.boundary[-1]
+    post = be.estimate_counts(
+        tp=40, fp=10, fn=8, tn=100, predicted_sizes=(15000, 5000), draws=4000, rng=0
+    )
+    cert = be.certify(post, metric="f1", target=0.6, level=0.8, calibration=corr)
+    d = cert.to_dict()
+    text = json.dumps(d, allow_nan=False)
+    assert w.name in d["correction"]["worst-case truth"] and "false-accept" in text
+    assert cert.level_used == corr.level_at(int(post.n_labels))
+    with pytest.raises(ValueError, match="same claim"):
+        be.certify(post, metric="precision", target=0.6, level=0.8, calibration=corr)
+    saved = json.loads((tmp_path / corrmod.CACHE_FILE).read_text())
+    again = corrmod.Correction.from_json(saved[corr.key])
+    assert again.truths == corr.truths and np.array_equal(again.boundary, corr.boundary)
+    assert correction_for(proc, **kw) is corr  # cached: same key
+
+
+def test_simulate_reports_progress(strata):
+    lp = be.datasets.synthetic(20_000, prevalence=0.2, separation=2.0, rng=1)
+    calls = []
+    be.simulate(
+        lp,
+        strata=strata,
+        designs=["random", "proportional"],
+        budget=200,
+        batch_size=20,
+        n_reps=5,
+        draws=200,
+        rng=0,
+        progress=lambda d, t: calls.append((d, t)),
+    )
+    total = calls[-1][1]
+    assert total == 2 * 10 * 5 and calls[-1][0] == total
+    done = [d for d, _ in calls]
+    assert len(calls) >= 20 and done == sorted(done)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"n_sims": 50}, "n_sims"),
+        ({"margin": 1.5}, "margin"),
+        ({"posterior_truths": -1}, "posterior_truths"),
+        ({"progress": 3}, "progress"),
+        ({"target": 1.2}, "target"),
+        ({"metric": "auc"}, "metric"),
+        ({"profiles": ("flat", "nope")}, "profiles"),
+    ],
+)
+def test_bad_input_is_rejected(strata, kwargs, match):
+    base = dict(metric="f1", target=0.6, budget=100, batch_size=20, n_sims=100)
+    with pytest.raises((ValueError, TypeError), match=match):
+        calibrate_worst_case(strata, **{**base, **kwargs})
+
+
+def test_correction_for_rejects_bad_progress(strata):
+    proc = Procedure(
+        strata=strata,
+        metric="f1",
+        design="random",
+        design_options={},
+        model="independent",
+        prior=Prior.resolve("jeffreys", strata.n_strata),
+        batch_size=20,
+        budget=100,
+    )
+    with pytest.raises(TypeError, match="progress"):
+        correction_for(proc, target=0.6, progress="yes")
