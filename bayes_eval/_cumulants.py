@@ -12,45 +12,79 @@ gamma) distribution with those cumulants (the normal where the skewness vanishes
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from scipy import special
 
-__all__ = ["prob_sum_at_least"]
+__all__ = ["PositiveCumulants", "prob_at_least", "prob_sum_at_least", "stratum_cumulants"]
 
 #: below this |skewness| the normal approximation is used (the gamma tends to it)
 _NORMAL_SKEW = 1e-4
 
 
-def prob_sum_at_least(
+@dataclass(frozen=True, slots=True)
+class PositiveCumulants:
+    """First three cumulants of the positives :math:`P_k` of every stratum.
+
+    Attributes
+    ----------
+    mean, var, k3 : ndarray of float64, (..., K)
+    """
+
+    mean: np.ndarray
+    var: np.ndarray
+    k3: np.ndarray
+
+
+def stratum_cumulants(
     mu: np.ndarray,
     var: np.ndarray,
     k3: np.ndarray,
+    *,
     n: np.ndarray,
     h: np.ndarray,
     sizes: np.ndarray,
-    w: np.ndarray,
-    c: np.ndarray | float,
     finite_population: bool = True,
+) -> PositiveCumulants:
+    """Exact cumulants of each stratum's positives from the cumulants ``mu, var, k3`` of its
+    posterior rate (arguments broadcast over ``(..., K)``).
+
+    Finite population: :math:`P_k = h_k + X_k`, :math:`X_k \\mid \\theta_k \\sim
+    \\mathrm{Binomial}(r_k, \\theta_k)` with :math:`r_k = N_k - n_k`, whose cumulants follow
+    from the law of total cumulance; superpopulation: :math:`P_k = N_k \\theta_k`.
+    """
+    if not finite_population:
+        return PositiveCumulants(sizes * mu, sizes**2 * var, sizes**3 * k3)
+    r = sizes - n
+    one_m2mu = 1.0 - 2.0 * mu
+    return PositiveCumulants(
+        h + r * mu,
+        r * (mu * (1.0 - mu) - var) + r * r * var,
+        r * (mu * (1.0 - mu) * one_m2mu - 3.0 * var * one_m2mu + 2.0 * k3)
+        + 3.0 * r * r * (var * one_m2mu - k3)
+        + r**3 * k3,
+    )
+
+
+def prob_sum_at_least(cum: PositiveCumulants, w: np.ndarray, c: np.ndarray | float) -> np.ndarray:
+    """``Pr(sum_k w_k P_k >= c)`` for independent strata whose positives have the cumulants
+    ``cum`` (:func:`stratum_cumulants`); ``w`` broadcasts over ``(..., K)``, the sum is over the
+    last axis (see the module docstring)."""
+    big1 = (w * cum.mean).sum(axis=-1)
+    big2 = (w * w * cum.var).sum(axis=-1)
+    big3 = (w**3 * cum.k3).sum(axis=-1)
+    return prob_at_least(big1, big2, big3, c)
+
+
+def prob_at_least(
+    k1: np.ndarray, k2: np.ndarray, k3: np.ndarray, c: np.ndarray | float
 ) -> np.ndarray:
-    """``Pr(sum_k w_k P_k >= c)``; every argument broadcasts over ``(..., K)``, the sum is over
-    the last axis (see the module docstring)."""
-    if finite_population:
-        r = sizes - n
-        m1 = h + r * mu
-        one_m2mu = 1.0 - 2.0 * mu
-        k2x = r * (mu * (1.0 - mu) - var) + r * r * var
-        k3x = (
-            r * (mu * (1.0 - mu) * one_m2mu - 3.0 * var * one_m2mu + 2.0 * k3)
-            + 3.0 * r * r * (var * one_m2mu - k3)
-            + r**3 * k3
-        )
-    else:
-        m1 = sizes * mu
-        k2x = sizes**2 * var
-        k3x = sizes**3 * k3
-    big1 = (w * m1).sum(axis=-1)
-    big2 = np.maximum((w * w * k2x).sum(axis=-1), 0.0)
-    big3 = (w**3 * k3x).sum(axis=-1)
+    """``Pr(L >= c)`` for the Pearson type III law with cumulants ``k1, k2, k3`` (the normal
+    where the skewness vanishes; a point mass at ``k1`` where the variance does)."""
+    big1 = k1
+    big2 = np.maximum(k2, 0.0)
+    big3 = k3
     sd = np.sqrt(big2)
     scale = np.maximum(np.abs(big1), 1.0)
     degenerate = sd <= 1e-12 * scale

@@ -34,7 +34,7 @@ from __future__ import annotations
 import copy
 import numbers
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -203,9 +203,12 @@ def design_state(
     round: int,
     score_mean: np.ndarray | None = None,
     finite_population: bool = True,
+    memory: dict[str, np.ndarray] | None = None,
 ) -> DesignState:
     """The :class:`~bayes_eval.designs.DesignState` of one audit (``n`` of shape ``(K,)``) or of
-    ``R`` audits in lock-step (``(R, K)``); counts are copied, so a design cannot change them."""
+    ``R`` audits in lock-step (``(R, K)``); counts are copied, so a design cannot change them.
+    ``memory`` is the audit's design memory (one dict per audit, kept by the caller across its
+    batches; :class:`LockStepAllocator` supplies its own)."""
     return DesignState(
         sizes=np.asarray(sizes, dtype=np.int64),
         predicted=np.asarray(predicted, dtype=bool),
@@ -218,6 +221,7 @@ def design_state(
         round=int(round),
         score_mean=score_mean,
         finite_population=bool(finite_population),
+        memory=memory,
     )
 
 
@@ -281,9 +285,13 @@ class LockStepAllocator:
 
     One ``allocate_many`` call on the ``(R, K)`` state when the design has it (and every audit
     shares one prior), one vectorised multivariate hypergeometric draw for ``"random"``, and
-    otherwise one ``allocate`` call per audit on its own copy of the design (as every audit owns
-    its design; designs may keep state between batches), each with its own generator when
-    ``rngs`` are given.
+    otherwise one ``allocate`` call per audit on its own copy of the design (a user's design
+    might still keep state on itself), each with its own generator when ``rngs`` are given.
+
+    The allocator owns the design memory (:attr:`DesignState.memory
+    <bayes_eval.designs.DesignState>`) of its audits: one dict for the ``allocate_many`` call
+    (entries of shape ``(R, ...)``), else one dict per audit; the memory of the states it is
+    given is replaced by it.
 
     Parameters
     ----------
@@ -302,12 +310,15 @@ class LockStepAllocator:
         self.random = vector_random and self.label == "random" and not per_audit
         self.many = None
         self.copies: list[Any] = []
+        self.memory: dict[str, np.ndarray] = {}  # of the allocate_many call, (R, ...) entries
+        self.memories: list[dict[str, np.ndarray]] = []  # one per audit, with the copies
         if self.random:
             return
         if not per_audit and callable(getattr(design, "allocate_many", None)):
             self.many = copy.deepcopy(design)
         else:
             self.copies = [copy.deepcopy(design) for _ in range(n_audits)]
+            self.memories = [{} for _ in range(n_audits)]
 
     def __call__(
         self,
@@ -330,11 +341,11 @@ class LockStepAllocator:
             c = random_allocation(rng, avail[rows], m)
             return check_allocation(c, m, avail[rows], self.label)
         if self.many is not None:
-            c = self.many.allocate_many(state, m, rng)
+            c = self.many.allocate_many(replace(state, memory=self.memory), m, rng)
             return check_allocation(c, m, avail, self.label)[rows]
         out = np.empty((rows.size, avail.shape[1]), dtype=np.int64)
         for i, r in enumerate(rows.tolist()):
-            one = (
+            one = replace(
                 states[i]
                 if states is not None
                 else design_state(
@@ -350,7 +361,8 @@ class LockStepAllocator:
                     round=state.round,
                     score_mean=state.score_mean,
                     finite_population=state.finite_population,
-                )
+                ),
+                memory=self.memories[r],
             )
             gen = rng if rngs is None else rngs[r]
             out[i] = allocate(self.copies[r], one, m, gen)

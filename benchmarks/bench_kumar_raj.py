@@ -71,6 +71,7 @@ def trajectory(sizes, predicted, positives, design, *, reps, rng, first, bayes=F
     pa = np.full(k, 0.5)
     used = 0
     rnd = 0
+    memory: dict = {}  # OPT-A1's frozen estimates for these `reps` audits (DesignState.memory)
     while used < N_MAX:
         m = first if rnd == 0 else BATCH
         st = DesignState(
@@ -83,6 +84,7 @@ def trajectory(sizes, predicted, positives, design, *, reps, rng, first, bayes=F
             prior_b=pa,
             metric="accuracy",
             round=rnd,
+            memory=memory,
         )
         c = design.allocate_many(st, m, rng)
         h += rng.hypergeometric(positives - h, sizes - positives - (n - h), c)

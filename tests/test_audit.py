@@ -10,6 +10,7 @@ from scipy import stats
 
 import bayes_eval as be
 from bayes_eval._sampler import KeyedStratumSampler, item_keys, make_sampler, mix64
+from bayes_eval.designs import make_design
 from bayes_eval.ledger import LedgerError
 
 
@@ -441,6 +442,40 @@ def test_resume_mid_run_with_a_scheduled_design(tmp_path, audit_setup, design):
         res_again.trajectory["n_labels"].values, res_twin.trajectory["n_labels"].values
     )
     assert res_again.n_labels == 150
+
+
+def test_one_opt_a1_object_serves_two_audits(tmp_path, audit_setup):
+    # OPT-A1 remembers its frozen estimates in each audit's design memory, not on the design
+    # object: one object used by two audits in turn (batches interleaved) proposes what two
+    # fresh objects propose, and a reopened audit (memory rebuilt from the ledger) goes on alike
+    pop, truth, strata = audit_setup
+    other = truth[np.random.default_rng(1).permutation(truth.size)]  # other rates per stratum
+    kw = {"strata": strata, "metric": "f1", "rng": 4, "draws": 300}
+    shared = make_design("opt_a1", n_ini=4)
+
+    def fresh():
+        return make_design("opt_a1", n_ini=4)
+
+    pairs = [
+        (be.Audit(pop, design=shared, **kw), be.Audit(pop, design=fresh(), **kw)),
+        (
+            be.Audit(pop, design=shared, **kw, path=tmp_path / "b"),
+            be.Audit(pop, design=fresh(), **kw),
+        ),
+    ]
+    oracles = [lambda ids: truth[ids], lambda ids: other[ids]]
+    k = int(strata.n_strata)
+    for step in range(6):
+        if step == 3:  # reopen the second audit from its ledger, with the shared object
+            pairs[1][0].close()
+            pairs[1] = (be.Audit.open(tmp_path / "b", pop, design=shared), pairs[1][1])
+        for (a, twin), oracle in zip(pairs, oracles, strict=True):
+            m = 4 * k if step == 0 else 9
+            got, want = a.propose(m), twin.propose(m)
+            np.testing.assert_array_equal(got, want)
+            a.record(got, oracle(got))
+            twin.record(want, oracle(want))
+    assert not np.array_equal(pairs[0][0].counts()[0], pairs[1][0].counts()[0])
 
 
 class _Switchable:

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+from bayes_eval._loop import LockStep, LockStepAllocator, design_state
 from bayes_eval.designs import (
     DESIGNS,
     DesignState,
@@ -162,14 +163,48 @@ def test_opt_a2_initial_sample_then_equation_9():
 def test_opt_a1_freezes_initial_estimates():
     sizes = np.array([100, 100])
     design = make_design("opt_a1", n_ini=10)
-    st0 = _state(sizes, n=[10, 10], h=[5, 1])  # s ∝ 0.5, 0.3 (times sqrt(10/9))
+    memory = {}  # the audit's design memory (DesignState.memory)
+    st0 = _state(sizes, n=[10, 10], h=[5, 1], memory=memory)  # s ∝ 0.5, 0.3 (times sqrt(10/9))
     first = design.allocate(st0, 16, np.random.default_rng(0))
     assert first.tolist() == [10, 6]
+    assert set(memory) == {"opt_a1_frozen"}
     # later labels change the current rates but A1 keeps the initial estimates
-    st1 = _state(sizes, n=[20, 16], h=[10, 16])
+    st1 = _state(sizes, n=[20, 16], h=[10, 16], memory=memory)
     second = design.allocate(st1, 16, np.random.default_rng(0))
     total_post = np.array([10, 6]) + second
     assert total_post.tolist() == [20, 12]
+    # without memory the estimates are those of the state seen (stratum 2 is all positive now:
+    # s_2 = 0, so every later label goes to stratum 1)
+    again = design.allocate(_state(sizes, n=[20, 16], h=[10, 16]), 16, np.random.default_rng(0))
+    assert again.tolist() == [16, 0]
+
+
+def test_opt_a1_keeps_no_state_on_the_design():
+    # one design object serving two audits in turn (batches interleaved) proposes what two
+    # fresh objects propose: the frozen estimates are each audit's, in its DesignState.memory
+    sizes = np.array([100, 100, 100])
+    truths = [np.array([50, 10, 90]), np.array([5, 60, 30])]
+    shared = make_design("opt_a1", n_ini=4)
+    fresh = [make_design("opt_a1", n_ini=4) for _ in truths]
+
+    def run(designs):
+        gen = np.random.default_rng(3)
+        n = [np.zeros(3, np.int64) for _ in truths]
+        h = [np.zeros(3, np.int64) for _ in truths]
+        memories = [{} for _ in truths]
+        out = []
+        for _ in range(6):
+            for a, pos in enumerate(truths):
+                st = _state(sizes, n=n[a], h=h[a], memory=memories[a])
+                c = designs[a].allocate(st, 12, np.random.default_rng(0))
+                h[a] += gen.hypergeometric(pos - h[a], sizes - pos - (n[a] - h[a]), c)
+                n[a] += c
+                out.append(c.tolist())
+        return out
+
+    alone = run(fresh)
+    assert run([shared, shared]) == alone
+    assert alone[-2] != alone[-1]  # the two audits froze different estimates
 
 
 # ---------------------------------------------------------------------- oracle
@@ -345,3 +380,35 @@ def test_posterior_variance_defensive_floor():
     )
     want = np.floor(0.3 * 50 * (0.5 / k + 0.5 * sizes / sizes.sum()))
     np.testing.assert_array_equal(out[0], want)  # [4, 3, 2, 1, 1, 1]: 12 of the 50
+
+
+def test_opt_a1_memory_in_lock_step():
+    # the lock-step engine keeps one memory for the (R, K) call and one per audit for the
+    # per-audit copies: both give every audit the proposals it gets on its own
+    sizes = np.array([100, 100, 100])
+    pos = np.array([[50, 10, 90], [5, 60, 30], [20, 20, 80]])
+    counts = {}
+    for per_audit in (False, True):
+        alloc = LockStepAllocator(make_design("opt_a1", n_ini=4), 3, per_audit=per_audit)
+        audits = LockStep(sizes, pos, 3)
+        gen = np.random.default_rng(8)
+        out = []
+        for rnd in range(6):
+            st = design_state(
+                sizes=sizes,
+                predicted=np.ones(3, bool),
+                n=audits.n,
+                h=audits.h,
+                available=audits.available,
+                prior_a=np.full(3, 0.5),
+                prior_b=np.full(3, 0.5),
+                metric="accuracy",
+                round=rnd,
+            )
+            c = alloc(st, 12, np.random.default_rng(0))
+            audits.label(c, gen)
+            out.append(c)
+        counts[per_audit] = np.stack(out)
+        assert set(alloc.memory if not per_audit else alloc.memories[2]) == {"opt_a1_frozen"}
+    np.testing.assert_array_equal(counts[False], counts[True])
+    assert len({tuple(row) for row in counts[False][-1]}) > 1  # the audits froze differently

@@ -193,6 +193,8 @@ class Audit:
         self._h = np.zeros(k, dtype=np.int64)
         self._drawn = np.zeros(k, dtype=np.int64)
         self._round = 0
+        # the design's memory between batches (DesignState.memory); a replayed ledger rebuilds it
+        self._design_memory: dict[str, np.ndarray] = {}
         self._proposed: dict[Any, int] = {}  # id -> stratum
         self._labels: dict[Any, int] = {}  # id -> 0/1, in recording order
         self._pending: dict[Any, None] = {}  # ordered set of proposed, unlabelled ids
@@ -438,6 +440,7 @@ class Audit:
             round=self._round,
             score_mean=self._score_mean,
             finite_population=self.finite_population,
+            memory=self._design_memory,
         )
 
     def _apply_label(self, key: Any, y: int) -> None:

@@ -224,9 +224,10 @@ def _replay_proposal(audit: Any, line: int, rec: dict[str, Any]) -> None:
 def _replay_allocation(audit: Any, line: int, counts: np.ndarray) -> None:
     """Ask the design again for a recorded batch, in the state it was first asked in.
 
-    Designs may keep state between batches (OPT-A1 freezes its standard deviations after the
-    initial sample); calling ``allocate`` on every replayed proposal, with the same counts,
-    availability, round and generator state, rebuilds that state, so a resumed audit proposes
+    Designs may remember things between batches in the audit's design memory (OPT-A1 freezes
+    its standard deviations after the initial sample); calling ``allocate`` on every replayed
+    proposal, with the same counts, availability, round and generator state, rebuilds that
+    memory, so a resumed audit proposes
     exactly what an uninterrupted one would. The answer must be the recorded allocation; a
     different one means the design does not reproduce the ledger.
     """

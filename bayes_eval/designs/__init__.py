@@ -4,7 +4,9 @@ A design is an object with ``name`` and ``allocate(state, batch_size, rng) -> co
 labels per stratum for the next batch, summing to ``batch_size`` exactly and never exceeding
 ``state.available`` (items of the stratum not yet proposed). The audit then draws that many items
 uniformly without replacement inside each stratum. Designs are pure functions of the state and the
-generator, which makes audits reproducible from their seed.
+generator, which makes audits reproducible from their seed. What a design must remember between
+batches (OPT-A1's frozen estimates) lives in ``state.memory``, one dict per audit that the engine
+owns, never on the design object, so one design object may serve any number of audits.
 
 Designs are registered in :data:`DESIGNS` and built by :func:`make_design` (options are keyword
 arguments):

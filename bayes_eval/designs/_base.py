@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -40,6 +40,12 @@ class DesignState:
     score_mean : ndarray of float64, (K,) or None
         Mean score per stratum (for score-informed designs).
     finite_population : bool
+    memory : dict of str to ndarray, or None
+        What a design remembers between the batches of one audit (e.g. OPT-A1's frozen eq.-3
+        estimates), owned by the engine: one dict per audit, made empty when the audit starts
+        (in lock-step, one dict for the ``R`` audits whose entries are ``(R, ...)`` arrays). A
+        design reads and writes it and keeps nothing on itself, so one design object may serve
+        many audits. ``None``: nothing is remembered (each call starts afresh).
     """
 
     sizes: np.ndarray
@@ -53,6 +59,7 @@ class DesignState:
     round: int = 0
     score_mean: np.ndarray | None = None
     finite_population: bool = True
+    memory: dict[str, np.ndarray] | None = field(default=None, compare=False)
 
 
 class Design(Protocol):

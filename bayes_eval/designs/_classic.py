@@ -97,6 +97,10 @@ def _kr_sd(n: np.ndarray, h: np.ndarray) -> np.ndarray:
     return np.sqrt(f * p * (1.0 - p))
 
 
+#: key of OPT-A1's frozen eq.-9 weights ``N_k s_k`` ((R, K)) in ``DesignState.memory``
+_FROZEN = "opt_a1_frozen"
+
+
 class _KumarRaj(_ManyDesign):
     def __init__(self, n_ini: int = 10, n_step: int | None = None) -> None:
         self.n_ini = check_positive_int(n_ini, "n_ini")
@@ -138,8 +142,11 @@ class OptA1(_KumarRaj):
     :math:`s_k^2 = \frac{n_k}{n_k - 1}\hat A_k(1 - \hat A_k)`, and every later label is
     allocated by eq. 9, :math:`n_k \propto W_k s_k`, with those estimates frozen (cumulatively
     over the later labels, so batches add up to one eq.-9 allocation of the remainder). The
-    frozen estimates are kept on the design object from the first batch after the initial
-    sample; a design reused for a new audit (no labels yet) starts afresh.
+    frozen estimates are kept in ``state.memory["opt_a1_frozen"]`` (the audit's memory, not the
+    design object) from the first batch after the initial sample; memory holding another
+    shape, or an audit with no labels yet, starts afresh. Without memory (``state.memory`` is
+    None) every call freezes the estimates it sees, as on the first batch after the initial
+    sample.
 
     As published, a stratum whose initial labels are all positive or all negative has
     :math:`s_k = 0` and gets no further labels; its estimate then rests on those ``n_ini``
@@ -160,18 +167,23 @@ class OptA1(_KumarRaj):
 
     def __init__(self, n_ini: int = 10) -> None:
         super().__init__(n_ini)
-        self._frozen: np.ndarray | None = None
 
     def allocate_many(self, state, batch_size, rng):
         n, h, avail, _ = _as_many(state)
-        if self._frozen is None or self._frozen.shape != n.shape or (n.sum(axis=1) == 0).any():
-            self._frozen = None
+        memory = {} if state.memory is None else state.memory
+        frozen = memory.get(_FROZEN)
+        if frozen is not None and (frozen.shape != n.shape or (n.sum(axis=1) == 0).any()):
+            frozen = None
         counts, left, deficit = self._initial(state, n, avail, batch_size)
         fresh = deficit > 0
-        if self._frozen is None and not fresh.any():
-            self._frozen = np.asarray(state.sizes) * _kr_sd(n, h)
-        w = self._frozen if self._frozen is not None else np.ones(n.shape)
-        if self._frozen is not None:
+        if frozen is None and not fresh.any():
+            frozen = np.asarray(state.sizes) * _kr_sd(n, h)
+        if frozen is None:
+            memory.pop(_FROZEN, None)
+        else:
+            memory[_FROZEN] = frozen
+        w = frozen if frozen is not None else np.ones(n.shape)
+        if frozen is not None:
             # cumulative eq.-9 targets over the labels after the initial sample
             init = np.minimum(self.n_ini, np.asarray(state.sizes))[None, :]
             post = np.clip(n - init, 0, None)

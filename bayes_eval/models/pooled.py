@@ -77,7 +77,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from .._cumulants import prob_sum_at_least
+from .._cumulants import prob_at_least, stratum_cumulants
 from ._cells import (
     QUAD_NODES,
     SEARCH_NODES,
@@ -559,18 +559,8 @@ def prob_linear_ge(
     c = np.asarray(c, dtype=np.float64)
     mu, var, k3 = _node_moments(fit)
     # exact cumulants of w_k P_k given (hyper-node, cell node), added within each cell
-    if finite_population:
-        r = sizes - n
-        m1 = h + r * mu
-        one_m2mu = 1.0 - 2.0 * mu
-        k2x = r * (mu * (1.0 - mu) - var) + r * r * var
-        k3x = (
-            r * (mu * (1.0 - mu) * one_m2mu - 3.0 * var * one_m2mu + 2.0 * k3)
-            + 3.0 * r * r * (var * one_m2mu - k3)
-            + r**3 * k3
-        )
-    else:
-        m1, k2x, k3x = sizes * mu, sizes**2 * var, sizes**3 * k3
+    cum = stratum_cumulants(mu, var, k3, n=n, h=h, sizes=sizes, finite_population=finite_population)
+    m1, k2x, k3x = cum.mean, cum.var, cum.k3
     oh = fit.layout.onehot
     c1, c2, c3 = (wk * m1) @ oh, (wk * wk * k2x) @ oh, (wk**3 * k3x) @ oh  # (..., S, Q, G)
     # mixture over each cell's quadrature nodes (law of total cumulance), then sum over cells
@@ -579,9 +569,7 @@ def prob_linear_ge(
     d = c1 - e1[..., None, :]
     e2 = (pq * (c2 + d * d)).sum(axis=-2)
     e3 = (pq * (c3 + 3.0 * c2 * d + d**3)).sum(axis=-2)
-    big = [e.sum(axis=-1)[..., None] for e in (e1, e2, e3)]  # (..., S, 1)
-    one = np.ones(1)
-    p = prob_sum_at_least(*big, one * 0.0, one * 0.0, one, one, c[..., None], False)
+    p = prob_at_least(e1.sum(axis=-1), e2.sum(axis=-1), e3.sum(axis=-1), c[..., None])
     return (fit.weight * p).sum(axis=-1)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from scipy import optimize, special
 
-from .._cumulants import prob_sum_at_least
+from .._cumulants import prob_sum_at_least, stratum_cumulants
 from ..metrics import METRICS, metric_of_positives
 
 __all__ = [
@@ -87,7 +87,8 @@ def prob_linear_ge(
     h = np.asarray(h, dtype=np.float64)
     sizes = np.asarray(sizes, dtype=np.float64)
     mu, var, k3 = _beta_cumulants(prior_a + h, prior_b + n - h)
-    return prob_sum_at_least(mu, var, k3, n, h, sizes, w, c, finite_population)
+    cum = stratum_cumulants(mu, var, k3, n=n, h=h, sizes=sizes, finite_population=finite_population)
+    return prob_sum_at_least(cum, w, c)
 
 
 def approx_prob_at_least(post: Any, metric: str, target: float) -> float:

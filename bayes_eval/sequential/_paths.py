@@ -27,16 +27,30 @@ The design sees the same per-audit Beta priors as the probability (as in
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from .._loop import LockStep, LockStepAllocator, design_state
-from .._validation import RNGLike, as_generator
+from .._loop import BatchPlan, LockStep, LockStepAllocator, design_state
+from .._validation import RNGLike, as_generator, check_positive_int
+from ..designs import make_design
 from ..models import design_prior
+from ..priors import Prior
 from ._linear import linear_form, prob_linear_ge
 
-__all__ = ["LOOK_MODELS", "look_model_of", "simulate_paths"]
+__all__ = [
+    "LOOK_MODELS",
+    "PathSetup",
+    "check_calibration_args",
+    "look_model_of",
+    "named_design",
+    "simulate_paths",
+    "strict_plan",
+]
+
+#: fewest simulated audits (per truth) a calibration accepts
+MIN_SIMS = 100
 
 #: how each model's acceptance probability is simulated
 LOOK_MODELS: dict[str, str] = {
@@ -47,6 +61,113 @@ LOOK_MODELS: dict[str, str] = {
 
 #: labels growth between refits of a look model
 REFIT_GROWTH = 2.0
+
+
+def strict_plan(
+    design: Any, batch_size: Any, budget: Any, looks: Any, total: int, n_strata: int
+) -> BatchPlan:
+    """Batch sizes of one simulated audit of ``total`` items in ``n_strata`` strata and the
+    label counts at which it looks (:meth:`bayes_eval._loop.BatchPlan.build`; a budget above
+    the population is an error)."""
+    return BatchPlan.build(
+        design,
+        batch_size=batch_size,
+        budget=budget,
+        total=total,
+        n_strata=n_strata,
+        looks=looks,
+        strict_budget=True,
+    )
+
+
+def check_calibration_args(n_sims: Any, progress: Any, purpose: str) -> int:
+    """``n_sims`` (an int, at least :data:`MIN_SIMS`) of a calibration, checked with its
+    ``progress`` callback; errors name the argument and what is allowed."""
+    n_sims = check_positive_int(n_sims, "n_sims")
+    if n_sims < MIN_SIMS:
+        raise ValueError(f"n_sims={n_sims} is too few{purpose}; allowed: >= {MIN_SIMS}")
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress={progress!r}; allowed: a callable (done, total) or None")
+    return n_sims
+
+
+def named_design(design: Any, design_options: dict[str, Any] | None) -> tuple[Any, str]:
+    """The design object (:func:`~bayes_eval.designs.make_design`) and the name it is reported
+    by (the registered name, else the object's ``name``, else ``"custom"``)."""
+    dsg = make_design(design, **(design_options or {}))
+    return dsg, design if isinstance(design, str) else getattr(dsg, "name", "custom")
+
+
+@dataclass(frozen=True, slots=True)
+class PathSetup:
+    """The procedure a calibration simulates, fixed before any truth is chosen.
+
+    :meth:`simulate` runs it (:func:`simulate_paths`) at any truths; the calibrations at one
+    truth (:func:`~bayes_eval.sequential.calibrate_sequential`) and at a family of truths
+    (:func:`~bayes_eval.sequential.calibrate_worst_case`) share it.
+
+    Attributes
+    ----------
+    sizes : ndarray of int64, (K,)
+    predicted : ndarray of bool, (K,)
+    metric : str
+    target : float
+    design : design object
+    plan : BatchPlan
+        Batch sizes and looks (:func:`strict_plan`).
+    prior : Prior
+    finite_population : bool
+    model : str
+    strata : Strata or None
+        Needed by a model other than ``"independent"``.
+    score_mean : ndarray of float64, (K,) or None
+    """
+
+    sizes: np.ndarray
+    predicted: np.ndarray
+    metric: str
+    target: float
+    design: Any
+    plan: BatchPlan
+    prior: Prior
+    finite_population: bool = True
+    model: str = "independent"
+    strata: Any = None
+    score_mean: np.ndarray | None = None
+
+    @property
+    def looks(self) -> np.ndarray:
+        """Label counts at the looks."""
+        return self.plan.looks
+
+    def simulate(
+        self,
+        positives: np.ndarray,
+        n_sims: int,
+        rng: RNGLike,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> np.ndarray:
+        """``P(metric >= target)`` at each look of ``n_sims`` audits of each truth ``positives``
+        (``(T, K)`` or ``(K,)``): ``(T, S, J)`` (:func:`simulate_paths`)."""
+        return simulate_paths(
+            sizes=self.sizes,
+            predicted=self.predicted,
+            positives=positives,
+            prior_a=self.prior.a,
+            prior_b=self.prior.b,
+            metric=self.metric,
+            target=self.target,
+            design=self.design,
+            batches=list(self.plan.batches),
+            schedule=self.plan.looks,
+            finite_population=bool(self.finite_population),
+            n_sims=n_sims,
+            rng=rng,
+            model=self.model,
+            strata=self.strata,
+            score_mean=self.score_mean,
+            progress=progress,
+        )
 
 
 def look_model_of(model: str) -> str:

@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from .._loop import BatchPlan
 from .._validation import (
     RNGLike,
     as_generator,
@@ -23,11 +22,10 @@ from .._validation import (
     check_option,
     check_positive_int,
 )
-from ..designs import make_design
 from ..metrics import metric_of_positives
 from ..priors import Prior
 from ._linear import SUPPORTED_METRICS, least_favourable_truth
-from ._paths import simulate_paths
+from ._paths import PathSetup, check_calibration_args, named_design, strict_plan
 
 __all__ = [
     "CALIBRATION_VERSION",
@@ -58,7 +56,7 @@ DEFAULT_NOMINAL = np.unique(
 # ------------------------------------------------------------------------------ the simulator
 def _as_schedule(batch_size: Any, budget: Any, looks: Any, total: int) -> np.ndarray:
     """Label counts at the looks of an audit without a design schedule (one batch engine)."""
-    return _batch_plan(None, batch_size, budget, looks, total, 1)[1]
+    return strict_plan(None, batch_size, budget, looks, total, 1).looks
 
 
 def geometric_looks(batch_size: int, budget: int, factor: float = 2.0) -> np.ndarray:
@@ -85,23 +83,6 @@ def geometric_looks(batch_size: int, budget: int, factor: float = 2.0) -> np.nda
     if not out or out[-1] < budget:
         out.append(budget)
     return np.asarray(out, dtype=np.int64)
-
-
-def _batch_plan(
-    design: Any, batch_size: Any, budget: Any, looks: Any, total: int, k: int
-) -> tuple[list[int], np.ndarray]:
-    """Batch sizes of one simulated audit and the label counts at which it looks
-    (:meth:`bayes_eval._loop.BatchPlan.build`; a budget above the population is an error)."""
-    plan = BatchPlan.build(
-        design,
-        batch_size=batch_size,
-        budget=budget,
-        total=total,
-        n_strata=k,
-        looks=looks,
-        strict_budget=True,
-    )
-    return list(plan.batches), plan.looks
 
 
 def _first_crossing(prob: np.ndarray, levels: np.ndarray) -> np.ndarray:
@@ -447,11 +428,7 @@ def calibrate_sequential(
     check_option(metric, "metric", SUPPORTED_METRICS)
     target = _check_target(metric, target)
     truth_value = target if truth_metric is None else _check_target(metric, truth_metric)
-    n_sims = check_positive_int(n_sims, "n_sims")
-    if n_sims < 100:
-        raise ValueError(
-            f"n_sims={n_sims} is too few to estimate a coverage curve; allowed: >= 100"
-        )
+    n_sims = check_calibration_args(n_sims, progress, " to estimate a coverage curve")
     if (
         isinstance(max_mcse, bool)
         or not isinstance(max_mcse, numbers.Real)
@@ -459,13 +436,11 @@ def calibrate_sequential(
     ):
         raise ValueError(f"max_mcse={max_mcse!r}; allowed: a number in (0, 0.5)")
     check_bool(finite_population, "finite_population")
-    if progress is not None and not callable(progress):
-        raise TypeError(f"progress={progress!r}; allowed: a callable (done, total) or None")
     if model != "independent" and strata is None:
         raise ValueError(f"model={model!r} reads the scores: pass strata, not sizes/predicted")
-    dsg = make_design(design, **(design_options or {}))
-    design_name = design if isinstance(design, str) else getattr(dsg, "name", "custom")
-    batches, schedule = _batch_plan(dsg, batch_size, budget, looks, int(sizes_.sum()), k)
+    dsg, design_name = named_design(design, design_options)
+    plan = strict_plan(dsg, batch_size, budget, looks, int(sizes_.sum()), k)
+    schedule = plan.looks
     resolved = Prior.resolve(prior, k)
     a, b, prior_desc = resolved.a, resolved.b, resolved.description
     r, source = _resolve_rates(rates, pilot, a, b, k)
@@ -487,24 +462,19 @@ def calibrate_sequential(
         positives = positives.astype(np.int64)
         source = "given population"
     gen = as_generator(rng)
-    prob = simulate_paths(
+    setup = PathSetup(
         sizes=sizes_,
         predicted=pred_,
-        positives=positives,
-        prior_a=a,
-        prior_b=b,
         metric=metric,
         target=target,
         design=dsg,
-        batches=batches,
-        schedule=schedule,
+        plan=plan,
+        prior=resolved,
         finite_population=bool(finite_population),
-        n_sims=n_sims,
-        rng=gen,
         model=model,
         strata=strata,
-        progress=progress,
-    )[0]
+    )
+    prob = setup.simulate(positives, n_sims, gen, progress)[0]
     curve = _curve(prob, schedule, grid)
     truth = xr.Dataset(
         {

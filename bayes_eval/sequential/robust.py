@@ -24,14 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from .._loop import BatchPlan
-from .._validation import RNGLike, as_generator, check_level, check_option, check_positive_int
-from ..designs import make_design
+from .._validation import RNGLike, as_generator, check_level, check_option
 from ..metrics import metric_of_positives
 from ..models import DEFAULT_MODEL
 from ..priors import Prior
 from ._linear import SUPPORTED_METRICS, least_favourable_truth
-from ._paths import look_model_of, simulate_paths
+from ._paths import PathSetup, check_calibration_args, look_model_of, named_design, strict_plan
 from .boundary import DEFAULT_SHAPES, Boundary, accept_counts, fit_boundary, labels_used
 from .truths import Truth, posterior_rate_draws, truth_family
 
@@ -254,9 +252,7 @@ def calibrate_worst_case(
         raise ValueError(f"target={target!r}; allowed: a number in the open interval (0, 1)")
     target = float(target)
     level = check_level(level, "level")
-    n_sims = check_positive_int(n_sims, "n_sims")
-    if n_sims < 100:
-        raise ValueError(f"n_sims={n_sims} is too few; allowed: >= 100")
+    n_sims = check_calibration_args(n_sims, progress, "")
     if not isinstance(model, str):
         raise TypeError(f"model={model!r} must be a model name (str)")
     if model != "independent" and not hasattr(strata, "population"):
@@ -265,23 +261,12 @@ def calibrate_worst_case(
         )
     if isinstance(margin, bool) or not isinstance(margin, numbers.Real) or not 0 <= margin < 1:
         raise ValueError(f"margin={margin!r}; allowed: a number in [0, 1)")
-    if progress is not None and not callable(progress):
-        raise TypeError(f"progress={progress!r}; allowed: a callable (done, total) or None")
     posterior_truths = check_count(posterior_truths, "posterior_truths")
     sizes = np.asarray(strata.sizes, dtype=np.int64)
     pred = np.asarray(strata.predicted, dtype=bool)
     k = sizes.shape[0]
-    dsg = make_design(design, **(design_options or {}))
-    design_name = design if isinstance(design, str) else getattr(dsg, "name", "custom")
-    plan = BatchPlan.build(
-        dsg,
-        batch_size=batch_size,
-        budget=budget,
-        total=int(sizes.sum()),
-        n_strata=k,
-        looks=looks,
-        strict_budget=True,
-    )
+    dsg, design_name = named_design(design, design_options)
+    plan = strict_plan(dsg, batch_size, budget, looks, int(sizes.sum()), k)
     schedule = plan.looks
     resolved = Prior.resolve(prior, k)
     a, b = resolved.a, resolved.b
@@ -322,37 +307,31 @@ def calibrate_worst_case(
         if up is not None:
             pos = np.concatenate([pos, up[None, :]])
             margin_value = metric_of_positives(metric, up, sizes, pred)
-    score_mean = _score_mean(strata) if model == "hierarchical" else None
+    setup = PathSetup(
+        sizes=sizes,
+        predicted=pred,
+        metric=metric,
+        target=target,
+        design=dsg,
+        plan=plan,
+        prior=resolved,
+        finite_population=bool(finite_population),
+        model=model,
+        strata=strata,
+        score_mean=_score_mean(strata) if model == "hierarchical" else None,
+    )
     n_fam = len(truths)
     n_first = max(100, n_sims // SCREEN_FRACTION)
     n_keep = min(KEEP_TRUTHS, n_fam)
-    batches = list(plan.batches)
-    total = len(batches) * (pos.shape[0] * n_first + n_keep * n_sims)
+    n_batches = plan.n_batches
+    total = n_batches * (pos.shape[0] * n_first + n_keep * n_sims)
 
     def run(positives: np.ndarray, sims: int, done: int) -> np.ndarray:
         def tick(d: int, _t: int) -> None:
             if progress is not None:
                 progress(done + d, total)
 
-        return simulate_paths(
-            sizes=sizes,
-            predicted=pred,
-            positives=positives,
-            prior_a=a,
-            prior_b=b,
-            metric=metric,
-            target=target,
-            design=dsg,
-            batches=batches,
-            schedule=schedule,
-            finite_population=bool(finite_population),
-            n_sims=sims,
-            rng=gen,
-            model=model,
-            strata=strata,
-            score_mean=score_mean,
-            progress=tick,
-        )
+        return setup.simulate(positives, sims, gen, tick)
 
     # stage 1: every truth (and the one above the target) at n_sims / 4
     first = run(pos, n_first, 0)
@@ -363,7 +342,7 @@ def calibrate_worst_case(
     # stage 2: the truths that bind (highest stage-1 rates) again at the full n_sims; the
     # others keep their stage-1 paths, so the boundary still holds at them
     keep = np.argsort(-screen.rates, kind="stable")[:n_keep]
-    second = run(pos[keep], n_sims, len(batches) * pos.shape[0] * n_first)
+    second = run(pos[keep], n_sims, n_batches * pos.shape[0] * n_first)
     fam = [first[t] for t in range(n_fam)]
     for i, t in enumerate(keep.tolist()):
         fam[t] = np.concatenate([first[t], second[i]])
