@@ -31,7 +31,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["PopulationLike", "StrataLike", "strata_repr"]
+__all__ = ["PopulationLike", "StrataLike", "score_mean", "strata_repr"]
 
 
 @runtime_checkable
@@ -100,3 +100,23 @@ def strata_repr(strata: StrataLike) -> str:
         f"K={k} ({kneg} predicted negative, {k - kneg} predicted positive), "
         f"N={int(strata.sizes.sum()):,})"
     )
+
+
+def score_mean(strata: StrataLike) -> np.ndarray:
+    """Mean score of every stratum: given by the strata (``score_mean``, e.g. Dask strata), else
+    from the in-memory assignment and scores, else the middle of each stratum's score range.
+
+    The one definition used by the audit's manifest, :func:`bayes_eval.simulate` and the
+    sequential calibration (what score-informed models and truths regress on)."""
+    given = getattr(strata, "score_mean", None)
+    if given is not None:
+        return np.asarray(given, dtype=np.float64)
+    assignment = getattr(strata, "assignment", None)
+    scores = getattr(getattr(strata, "population", None), "scores", None)
+    sizes = np.asarray(strata.sizes, dtype=np.float64)
+    if isinstance(assignment, np.ndarray) and isinstance(scores, np.ndarray):
+        sums = np.bincount(
+            assignment.astype(np.int64, copy=False), weights=scores, minlength=sizes.shape[0]
+        )
+        return sums / sizes
+    return (np.asarray(strata.score_min) + np.asarray(strata.score_max)) / 2.0

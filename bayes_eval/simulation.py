@@ -50,6 +50,7 @@ import numpy as np
 import xarray as xr
 
 from ._loop import BatchPlan, LockStep, LockStepAllocator, design_state
+from ._protocols import score_mean as strata_score_mean
 from ._sampling import NORMAL_MIN_VARIANCE
 from ._validation import (
     RNGLike,
@@ -364,10 +365,7 @@ def simulate(
     positives = truth_counts(strata, truth_arr)
     true_value = metric_of_positives(metric, positives, sizes, predicted)
     true_rates = positives / sizes
-    score_mean = (
-        np.bincount(np.asarray(strata.assignment, dtype=np.int64), weights=pop.scores, minlength=k)
-        / sizes
-    )
+    score_mean = strata_score_mean(strata)
     gen = as_generator(rng)
     root = np.random.SeedSequence(int(gen.integers(0, 2**63)))
     rep_seqs = root.spawn(n_reps)

@@ -41,7 +41,7 @@ import numpy as np
 from .._draws import DEFAULT_DRAWS, audit_generator
 from .._loop import allocate, design_state
 from .._procedure import Procedure
-from .._protocols import PopulationLike, StrataLike
+from .._protocols import PopulationLike, StrataLike, score_mean
 from .._sampler import make_sampler
 from .._validation import RNGLike, as_generator, check_bool, check_option, check_positive_int
 from ..designs import DesignState
@@ -51,7 +51,7 @@ from ..metrics import METRICS
 from ..models import DEFAULT_MODEL, MODELS, design_prior
 from ..priors import Prior, resolve_prior
 from ._directory import AuditDirectory, replay
-from ._manifest import audit_seed, build_manifest, check_design, open_arguments, score_mean
+from ._manifest import audit_seed, build_manifest, check_design, open_arguments
 from ._records import Claim, LookRecord, event_record
 
 if TYPE_CHECKING:

@@ -36,7 +36,6 @@ __all__ = [
     "check_design",
     "check_identity",
     "open_arguments",
-    "score_mean",
     "strata_info",
 ]
 
@@ -114,22 +113,6 @@ def versions() -> dict[str, str]:
         except PackageNotFoundError:  # pragma: no cover
             out[pkg] = "unknown"
     return out
-
-
-def score_mean(strata: StrataLike) -> np.ndarray | None:
-    """Mean score of every stratum (given by the strata, else from the assignment and scores,
-    else the middle of each stratum's score range)."""
-    given = getattr(strata, "score_mean", None)
-    if given is not None:
-        return np.asarray(given, dtype=np.float64)
-    assignment = getattr(strata, "assignment", None)
-    pop = getattr(strata, "population", None)
-    if isinstance(assignment, np.ndarray) and pop is not None:
-        sums = np.bincount(
-            assignment.astype(np.int64, copy=False), weights=pop.scores, minlength=strata.n_strata
-        )
-        return sums / np.asarray(strata.sizes, dtype=np.float64)
-    return (np.asarray(strata.score_min) + np.asarray(strata.score_max)) / 2.0
 
 
 def strata_info(strata: StrataLike) -> dict[str, Any]:

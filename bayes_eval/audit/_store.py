@@ -52,10 +52,10 @@ from typing import Any
 import numpy as np
 
 from .._mapped import take, take_range
-from .._protocols import PopulationLike, StrataLike, strata_repr
+from .._protocols import PopulationLike, StrataLike, score_mean, strata_repr
 from ..ledger import fsync_dir, write_json_atomic
 from ..population import Population, SortedIds
-from ._manifest import score_mean, strata_info
+from ._manifest import strata_info
 
 __all__ = ["STORE_DIR", "StoredStrata", "open_store", "write_store"]
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from .._protocols import score_mean
 from .._validation import RNGLike, as_generator, check_level, check_option
 from ..metrics import metric_of_positives
 from ..models import DEFAULT_MODEL
@@ -154,18 +155,6 @@ def check_count(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
         raise ValueError(f"{name}={value!r}; allowed: a non-negative integer")
     return int(value)
-
-
-def _score_mean(strata: Any) -> np.ndarray:
-    """Mean score per stratum (what the hierarchical model regresses on; as in
-    :func:`bayes_eval.simulate`), the score midpoint when the scores are not in memory."""
-    scores = getattr(getattr(strata, "population", None), "scores", None)
-    assignment = getattr(strata, "assignment", None)
-    sizes = np.asarray(strata.sizes, dtype=np.float64)
-    if isinstance(scores, np.ndarray) and isinstance(assignment, np.ndarray):
-        k = sizes.shape[0]
-        return np.bincount(assignment.astype(np.int64), weights=scores, minlength=k) / sizes
-    return (np.asarray(strata.score_min) + np.asarray(strata.score_max)) / 2.0
 
 
 def calibrate_worst_case(
@@ -318,7 +307,7 @@ def calibrate_worst_case(
         finite_population=bool(finite_population),
         model=model,
         strata=strata,
-        score_mean=_score_mean(strata) if model == "hierarchical" else None,
+        score_mean=score_mean(strata) if model == "hierarchical" else None,
     )
     n_fam = len(truths)
     n_first = max(100, n_sims // SCREEN_FRACTION)
