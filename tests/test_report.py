@@ -9,6 +9,7 @@ import shutil
 import struct
 import subprocess
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -248,17 +249,15 @@ def _chromium() -> str:
     return exe
 
 
-def test_report_renders_in_headless_chromium(html_report, tmp_path):
-    exe = _chromium()
-    # 1. the DOM after load: every image decoded, with the PNG's own size
+def _dom_after_load(page: Path, script: str, tmp_path: Path) -> str:
+    """The DOM of ``page`` with ``script`` run at load, as headless Chromium renders it."""
     probe = tmp_path / "probe.html"
     probe.write_text(
-        html_report.read_text(encoding="utf-8").replace("</body>", _CHECK_SCRIPT + "</body>"),
-        encoding="utf-8",
+        page.read_text(encoding="utf-8").replace("</body>", script + "</body>"), encoding="utf-8"
     )
-    dom = subprocess.run(
+    return subprocess.run(
         [
-            exe,
+            _chromium(),
             *_CHROMIUM_FLAGS,
             f"--user-data-dir={tmp_path / 'profile1'}",
             "--virtual-time-budget=5000",
@@ -270,6 +269,29 @@ def test_report_renders_in_headless_chromium(html_report, tmp_path):
         timeout=120,
         check=True,
     ).stdout
+
+
+def _screenshot(page: Path, shot: Path, size: tuple[int, int], tmp_path: Path) -> bytes:
+    """A PNG screenshot of ``page`` at ``size`` by headless Chromium."""
+    subprocess.run(
+        [
+            _chromium(),
+            *_CHROMIUM_FLAGS,
+            f"--user-data-dir={tmp_path / 'profile2'}",
+            f"--screenshot={shot}",
+            f"--window-size={size[0]},{size[1]}",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    return shot.read_bytes()
+
+
+def test_report_renders_in_headless_chromium(html_report, tmp_path):
+    # 1. the DOM after load: every image decoded, with the PNG's own size
+    dom = _dom_after_load(html_report, _CHECK_SCRIPT, tmp_path)
     found = re.search(r'<pre id="img-check">([^<]*)</pre>', dom)
     assert found, "the load handler did not run"
     images = json.loads(found.group(1))
@@ -282,21 +304,7 @@ def test_report_renders_in_headless_chromium(html_report, tmp_path):
         assert complete is True
         assert (width, height) == (pw, ph)  # decoded by the browser at the PNG's size
     # 2. a screenshot of the page (looked at by eye when the report layout changes)
-    shot = tmp_path / "report.png"
-    subprocess.run(
-        [
-            exe,
-            *_CHROMIUM_FLAGS,
-            f"--user-data-dir={tmp_path / 'profile2'}",
-            f"--screenshot={shot}",
-            "--window-size=1200,3000",
-            html_report.as_uri(),
-        ],
-        capture_output=True,
-        timeout=120,
-        check=True,
-    )
-    data = shot.read_bytes()
+    data = _screenshot(html_report, tmp_path / "report.png", (1200, 3000), tmp_path)
     assert _png_size(data) == (1200, 3000)
     assert len(data) > 100_000  # a page with text and figures, not a blank one
 
@@ -359,27 +367,8 @@ def test_prior_only_headline_when_the_audited_metric_is_uninformed(precision_onl
 
 
 def test_prior_only_rows_render_greyed_in_headless_chromium(precision_only_report, tmp_path):
-    exe = _chromium()
     post, out = precision_only_report
-    probe = tmp_path / "probe.html"
-    probe.write_text(
-        out.read_text(encoding="utf-8").replace("</body>", _ROW_SCRIPT + "</body>"),
-        encoding="utf-8",
-    )
-    dom = subprocess.run(
-        [
-            exe,
-            *_CHROMIUM_FLAGS,
-            f"--user-data-dir={tmp_path / 'profile1'}",
-            "--virtual-time-budget=5000",
-            "--dump-dom",
-            probe.as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout
+    dom = _dom_after_load(out, _ROW_SCRIPT, tmp_path)
     found = re.search(r'<pre id="row-check">([^<]*)</pre>', dom)
     assert found, "the load handler did not run"
     rows = {q: rest for q, *rest in json.loads(found.group(1)) if q in post.metrics}
@@ -392,20 +381,6 @@ def test_prior_only_rows_render_greyed_in_headless_chromium(precision_only_repor
             assert cls == "" and status == "yes", m
             assert color == "rgb(34, 34, 34)", (m, color)
             assert first_value == f"{post.mean(m):.4g}"
-    shot = tmp_path / "precision_audit.png"
-    subprocess.run(
-        [
-            exe,
-            *_CHROMIUM_FLAGS,
-            f"--user-data-dir={tmp_path / 'profile2'}",
-            f"--screenshot={shot}",
-            "--window-size=1200,2400",
-            out.as_uri(),
-        ],
-        capture_output=True,
-        timeout=120,
-        check=True,
-    )
-    data = shot.read_bytes()
+    data = _screenshot(out, tmp_path / "precision_audit.png", (1200, 2400), tmp_path)
     assert _png_size(data) == (1200, 2400)
     assert len(data) > 50_000
