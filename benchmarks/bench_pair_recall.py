@@ -21,10 +21,14 @@ and :func:`bayes_eval.pair_recall_from_flags` (flags form):
    at random removes that excess), ``z_med`` the median over replications of
    ``PairRecall.cell_resolution`` (posterior mean / sd of the smaller single-caught cell) and
    ``unres`` the fraction of replications where it is below 2 (reported as unresolved).
-   Labelling stage of the counts form: each set's precision has its own prior, restricted to the
-   coherent cell counts (until this run, a Jeffreys prior sat on every *cell*'s rate, which pulls
-   a small, poorly measured cell :math:`|T \\cap A_2 \\setminus A_1|` towards 0: lower-bound
-   coverage 0.910 at recalls 0.9 / 0.7, :math:`|T| \\approx 200`, 200 labels per set).
+   Labelling stage of the counts form: each set's precision has its own prior, and the draws are
+   projected onto the coherent cell counts (each cell clipped to its range). Earlier versions:
+   a Jeffreys prior on every *cell*'s rate, which pulls a small, poorly measured cell
+   :math:`|T \\cap A_2 \\setminus A_1|` towards 0 (lower-bound coverage 0.910 at recalls
+   0.9 / 0.7, :math:`|T| \\approx 200`, 200 labels per set); then set priors *restricted* to the
+   coherent cells by rejection, which cuts that cell's posterior at 0 and made the lower bound
+   conservative where the labels cannot tell it from 0 (1.000 at 50 labels per set, 0.991-0.995
+   at 200 labels and :math:`|T| \\ge 2{,}000`).
 2. **Public API spot check**: the same through ``be.pair_recall`` / ``be.pair_recall_from_flags``
    on built flag arrays, one grid cell.
 2b. **Third classifier** (``be.recall_from_total``, section 6 of the paper) from a pair's
@@ -36,9 +40,13 @@ and :func:`bayes_eval.pair_recall_from_flags` (flags form):
    (Seber's variance of the Lincoln-Petersen :math:`\\hat n`, carried to :math:`R_1 = y_1 / n`).
 4. **delta_1 sensitivity** for one pair, and the coverage of the worst case over the range
    (0.9, 1.2) when the pair is in fact dependent (true delta_1 from 0.9 to 1.4).
+5. **Rows near a boundary** (the counts form at recalls 0.9 / 0.7 with 50 and 200 labels, and
+   the rows nearest the band's edges) with 4,000 universes each, and a **third classifier with
+   recall near 1** (0.95, 50 labels): draws with :math:`y_{new} > |T|` projected onto 1 by
+   ``recall_from_total`` or redrawn (the previous rule, reimplemented here for comparison).
 
 Run: ``uv run python benchmarks/bench_pair_recall.py`` (output in
-``benchmarks/results/bench_pair_recall.txt``; about 5 minutes on 2 cores).
+``benchmarks/results/bench_pair_recall.txt``; about 6 minutes on 2 shared cores).
 """
 
 from __future__ import annotations
@@ -348,6 +356,109 @@ def dependence_coverage(gen: np.random.Generator, reps: int = 1000) -> None:
         print(f"{true:>12g} {at_one:>10.3f} {worst:>11.3f} {union:>12.3f}{note}")
 
 
+#: rows re-run with more universes: the counts form at recalls (0.9, 0.7), where the smallest
+#: cell is unresolved with 50 or 200 labels per set, and the rows closest to the band's edges
+BOUNDARY_ROWS = (
+    ("counts", 0.0005, 0.9, 0.7, 50),
+    ("counts", 0.005, 0.9, 0.7, 50),
+    ("counts", 0.05, 0.9, 0.7, 50),
+    ("counts", 0.0005, 0.9, 0.7, 200),
+    ("counts", 0.005, 0.9, 0.7, 200),
+    ("counts", 0.05, 0.9, 0.7, 200),
+    ("counts", 0.005, 0.2, 0.3, 200),
+    ("flags", 0.0005, 0.2, 0.3, 50),
+    ("counts", 0.05, 0.4, 0.5, 50),
+    ("counts", 0.05, 0.9, 0.7, 1500),
+    ("counts", 0.0005, 0.9, 0.7, 1500),
+    ("counts", 0.0005, 0.9, 0.7, None),
+    ("flags", 0.0005, 0.9, 0.7, None),
+)
+
+
+def boundary_rows(gen: np.random.Generator, reps: int = 4000) -> None:
+    """The rows of :data:`BOUNDARY_ROWS` with ``reps`` universes each (a fresh stream)."""
+    se_lb, se_int = np.sqrt(0.95 * 0.05 / reps), np.sqrt(0.09 / reps)
+    print(
+        f"\nRows near a boundary or the band's edges, {reps} universes each, {DRAWS} draws; MC "
+        f"s.e. {se_lb:.4f} (lb95) / {se_int:.4f} (int90):"
+    )
+    print(
+        f"{'form':<6} {'prev':>6} {'r1,r2':>8} {'labels':>6} {'lb95':>7} {'int90':>7} "
+        f"{'lb_rnd':>6} {'in_rnd':>6} {'unres':>5}"
+    )
+    t0 = time.perf_counter()
+    for form, prev, r1, r2, lab in BOUNDARY_ROWS:
+        o = simulate_coverage(Scenario(prev, r1, r2, lab), form, reps, DRAWS, gen)
+        print(
+            f"{form:<6} {prev:>6g} {r1:>3},{r2:<4} {lab or 'all':>6} "
+            f"{o['lb95_capture']:>6.3f}{in_band(o['lb95_capture'], 0.93, 0.97)} "
+            f"{o['int90_capture']:>6.3f}{in_band(o['int90_capture'], 0.88, 0.92)} "
+            f"{o['lb95_random']:>6.3f} {o['int90_random']:>6.3f} {o['unresolved']:>5.2f}",
+            flush=True,
+        )
+    print(f"  ({time.perf_counter() - t0:.0f} s)")
+
+
+def _third_by_rejection(n_hat, h, n, size, gen, a=0.5, b=0.5):
+    """The previous rule of ``recall_from_total``: pairs ``(|T|, y_new)`` with ``y_new > |T|``
+    redrawn (a fresh ``y_new`` with a random ``|T|`` draw) until coherent (exact draws)."""
+    draws = n_hat.size
+
+    def propose(k):
+        return h + gen.binomial(size - n, gen.beta(a + h, b + n - h, k))
+
+    y, t = propose(draws).astype(float), n_hat.copy()
+    bad = np.flatnonzero(y > t)
+    while bad.size:
+        y[bad], t[bad] = propose(bad.size), n_hat[gen.integers(0, draws, bad.size)]
+        bad = bad[y[bad] > t[bad]]
+    return y / t
+
+
+def third_near_one(gen: np.random.Generator, reps: int = 1000) -> None:
+    """A third classifier whose recall is near 1 (0.95) with 50 labels: its recall draws above 1
+    projected onto 1 (``recall_from_total``) or redrawn (the previous rule)."""
+    universe, prev = 200_000, 0.005
+    recalls, precisions = (0.5, 0.6, 0.95), (0.6, 0.5, 0.7)
+    hits = np.zeros((2, 2))
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        topic = gen.random(universe) < prev
+        flags = []
+        for r, p in zip(recalls, precisions, strict=True):
+            fpr = prev * r * (1 - p) / p / (1 - prev)
+            flags.append(np.where(topic, gen.random(universe) < r, gen.random(universe) < fpr))
+        f1, f2, f3 = flags
+        truth = (topic & f3).sum() / topic.sum()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", be.RecallAboveOneWarning)
+            pair = be.pair_recall(
+                int(f1.sum()),
+                int(f2.sum()),
+                int((f1 & f2).sum()),
+                _labels_of(gen, topic, f1, 200),
+                _labels_of(gen, topic, f2, 200),
+                _labels_of(gen, topic, f1 & f2, 200),
+                universe=universe,
+                draws=2000,
+                rng=gen,
+            )
+            h3, n3 = _labels_of(gen, topic, f3, 50)
+            new = be.recall_from_total(int(f3.sum()), (h3, n3), total=pair, rng=gen)
+        old = _third_by_rejection(pair.draws("total_positives"), h3, n3, int(f3.sum()), gen)
+        for k, x in enumerate((new.draws("recall"), old)):
+            lo, hi = np.quantile(x, [0.05, 0.95])
+            hits[k] += [lo <= truth, lo <= truth <= hi]
+    c = hits / reps
+    print(
+        f"\nThird classifier with recall 0.95, 50 labels ({reps} universes, pair as above with 200 "
+        f"labels per set), MC s.e. {np.sqrt(0.95 * 0.05 / reps):.3f} / {np.sqrt(0.09 / reps):.3f}:"
+    )
+    print(f"  projection (recall_from_total): lb95 {c[0, 0]:.3f}  int90 {c[0, 1]:.3f}")
+    print(f"  rejection (previous rule):      lb95 {c[1, 0]:.3f}  int90 {c[1, 1]:.3f}")
+    print(f"  ({time.perf_counter() - t0:.0f} s)")
+
+
 def main() -> None:
     t0 = time.perf_counter()
     gen = np.random.default_rng(20140824)
@@ -357,6 +468,8 @@ def main() -> None:
     paper_tables()
     sensitivity()
     dependence_coverage(gen)
+    boundary_rows(np.random.default_rng(20261123))
+    third_near_one(np.random.default_rng(7))
     print(f"\nElapsed {time.perf_counter() - t0:.0f} s")
 
 

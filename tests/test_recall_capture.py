@@ -133,7 +133,8 @@ def test_third_classifier_with_known_precisions_has_the_capture_width():
 
 def test_third_classifier_draws_are_coherent():
     # a third classifier that finds almost every on-topic item of a small topic: y3 <= |T| in
-    # every draw (pairs that violate it are redrawn), so no recall exceeds 1
+    # every draw (a draw that violates it is projected onto y3 = |T|, recall 1), so no recall
+    # exceeds 1, and the projected draws are the atom at 1
     pair = be.pair_recall(
         120, 150, 60, (100, 120), (80, 150), (60, 60), universe=20_000, draws=20_000, rng=1
     )
@@ -141,6 +142,10 @@ def test_third_classifier_draws_are_coherent():
     assert new.draws("recall").max() <= 1.0
     assert np.all(new.draws("precision") * 200 <= new.draws("total_positives") + 1e-9)
     assert 0 < new.incoherent < 0.9
+    # (plus the draws with y3 = |T| exactly)
+    assert new.incoherent <= np.mean(new.draws("recall") == 1.0) < new.incoherent + 0.1
+    # the pair's |T| draws are kept as they are
+    np.testing.assert_array_equal(new.draws("total_positives"), pair.draws("total_positives"))
 
 
 def test_cell_resolution_kernel():
@@ -157,12 +162,13 @@ def test_cell_resolution_kernel():
 
 def test_unresolved_smallest_cell_is_reported():
     # recalls ~0.9 / 0.7: |T ∩ A2 \ A1| ~ 14 out of |T ∩ A2| ~ 140. With 50 labels of A2 that
-    # cell's sd (~18) exceeds it: the posterior is cut at 0 and the bounds are conservative
-    # (lower-bound coverage 1.000 in the benchmark); all of A2 labelled resolves it
+    # cell's sd (~18) exceeds it: many draws are projected to 0 (recall near 1), so the upper
+    # end of the interval is near 1; all of A2 labelled resolves it
     sizes = (300, 280, 126)
     few = be.pair_recall(*sizes, (27, 45), (25, 50), (50, 50), draws=4000, rng=1)
     assert few.cell_resolution < RESOLVED_CELL
     assert "smallest cell unresolved" in repr(few)
+    assert 0.05 < few.incoherent < 0.99 and few.interval("recall_1", 0.9, "eti")[1] > 0.99
     many = be.pair_recall(*sizes, (180, 300), (140, 280), (126, 126), draws=4000, rng=1)
     assert many.cell_resolution == np.inf  # every set fully labelled: exact cells
     assert "unresolved" not in repr(many)
@@ -234,3 +240,55 @@ def test_cell_resolution_ignores_float_rounding():
     x = np.full(1000, 0.1 * 3) * 1000 - np.full(1000, 0.3) * 1000 + 54.0
     x[::7] += 1e-13
     assert cell_resolution(x, np.full(1000, 14.0)) == np.inf
+
+
+def test_projection_keeps_the_far_side_quantiles():
+    # posterior projection (not rejection) onto the coherent cells: a cell whose unconstrained
+    # draws straddle 0 is clipped there, its quantiles above the clipped mass are unchanged, and
+    # so a one-sided upper bound of the cell (the lower bound of the recall) covers exactly when
+    # the unconstrained bound does. Rejection (conditioning on x2 >= 0) moves that quantile up.
+    from bayes_eval.recall._capture import project_cells
+
+    gen = np.random.default_rng(3)
+    y12 = np.full(200_000, 1260.0)
+    y1 = 1800.0 + 200.0 * gen.standard_normal(y12.size)
+    y2 = 1400.0 + 200.0 * gen.standard_normal(y12.size)  # x2 = 140 +- 200
+    x12, x1, x2, inside = project_cells(y1, y2, y12, 3000, 2800, 1264)
+    raw = y2 - y12
+    assert np.all(x12 == y12) and x2.min() == 0.0 and x1.min() >= 0.0
+    assert np.mean(x2 == 0.0) == pytest.approx(np.mean(raw < 0), abs=1e-12)
+    np.testing.assert_array_equal(inside, (raw >= 0) & (y1 >= y12) & (y1 - y12 <= 1736))
+    for q in (0.5, 0.9, 0.95, 0.99):
+        assert np.quantile(x2, q) == pytest.approx(np.quantile(raw, q), rel=1e-12)
+    # a data set whose unconstrained 95% bound of x2 is just the truth 140 (centre 140 - 1.645
+    # sd): projection keeps that bound, rejection moves it far above (so it covers a truth the
+    # calibrated posterior misses 5% of the time: coverage near 1)
+    low = -189.0 + 200.0 * gen.standard_normal(y12.size)
+    clipped = project_cells(y1, y12 + low, y12, 3000, 2800, 1264)[2]
+    assert np.quantile(clipped, 0.95) == pytest.approx(np.quantile(low, 0.95), rel=1e-12)
+    assert abs(np.quantile(low, 0.95) - 140) < 5
+    assert np.quantile(low[low >= 0], 0.95) > 140 + 100
+    # the upper ends of the cells are clipped too
+    _, x1b, _, inside_b = project_cells(
+        np.array([3100.0]), np.array([1300.0]), 1260.0, 3000, 2800, 1264
+    )
+    assert x1b[0] == 1736 and not inside_b[0]
+
+
+def test_coherent_precisions_project_an_unresolved_cell():
+    # recalls 0.9 / 0.7, |T| ~ 2,000, 50 labels per set: x2 = y2 - y12 ~ 140 +- 200. Every draw
+    # is coherent after projection, the incoherent ones sit at x2 = 0, and the fraction
+    # projected is reported
+    from bayes_eval.recall.pairs import coherent_precisions
+
+    sizes = (3000, 2800, 1264)
+    specs = [("labels", 30, 50), ("labels", 25, 50), ("labels", 50, 50)]
+    p, frac = coherent_precisions(specs, sizes, 0.5, 0.5, 20_000, np.random.default_rng(2), True)
+    y1, y2, y12 = (p * np.array(sizes)).T
+    x2 = y2 - y12
+    assert np.all(x2 >= -1e-6) and np.all(y1 >= y12 - 1e-6)
+    at_zero = np.mean(np.abs(x2) < 1e-6)
+    assert 0.1 < at_zero < 0.6 and 1 - frac == pytest.approx(at_zero, abs=0.01)
+    res = be.pair_recall(*sizes, *[s[1:] for s in specs], draws=20_000, rng=2)
+    assert res.incoherent == pytest.approx(1 - frac, abs=0.02)
+    assert res.draws("recall_1").max() <= 1.0

@@ -65,8 +65,6 @@ Assumption 1 and :math:`\\delta_1` (section 5.1).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 from scipy import stats
 
@@ -76,8 +74,8 @@ __all__ = [
     "RESOLVED_CELL",
     "capture_draws",
     "cell_resolution",
-    "coherent_rows",
     "delta_grid",
+    "project_cells",
     "truncated_negative_binomial",
 ]
 
@@ -263,15 +261,59 @@ def capture_draws(
     return out, n / proposed
 
 
+def project_cells(
+    y1: np.ndarray,
+    y2: np.ndarray,
+    y12: np.ndarray,
+    size_1: float,
+    size_2: float,
+    size_12: float,
+    tol: float = 0.0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Project draws of the on-topic set counts onto the coherent cells (elementwise).
+
+    The on-topic counts :math:`y_1, y_2, y_{12}` of :math:`A_1, A_2, A_{12}` are coherent when
+    the disjoint cells lie within their sizes:
+
+    .. math::
+
+        0 \\le x_{12} = y_{12} \\le |A_{12}|,\\quad
+        0 \\le x_1 = y_1 - y_{12} \\le |A_1| - |A_{12}|,\\quad
+        0 \\le x_2 = y_2 - y_{12} \\le |A_2| - |A_{12}|,
+
+    a box in the cell coordinates, so the nearest coherent point (in any metric that is
+    diagonal in the cells) clips each cell to its range. Returns the projected ``x12, x1, x2`` and
+    a boolean array, True where the draw was coherent already (within ``tol``).
+
+    Clipping is monotone, so a quantile of a cell that lies inside its range is the quantile of
+    the unprojected posterior, and a bound clipped to the end of the range still holds every
+    value inside it: each one-sided bound of a cell covers a true cell count exactly when the
+    unprojected bound does. Conditioning on the box instead (rejection) moves the quantiles on
+    the far side of the boundary outwards, which makes those bounds conservative when the labels
+    cannot tell a cell from 0 (posterior projection, Sen, Patra & Dunson, arXiv:1812.05741).
+    """
+    y1, y2, y12 = (np.asarray(v, dtype=np.float64) for v in (y1, y2, y12))
+    x12 = np.clip(y12, 0.0, size_12)
+    x1 = np.clip(y1 - x12, 0.0, size_1 - size_12)
+    x2 = np.clip(y2 - x12, 0.0, size_2 - size_12)
+    inside = (
+        (y12 >= -tol)
+        & (y12 <= size_12 + tol)
+        & (np.abs(x1 - (y1 - y12)) <= tol)
+        & (np.abs(x2 - (y2 - y12)) <= tol)
+    )
+    return x12, x1, x2, inside
+
+
 def cell_resolution(x1: np.ndarray, x2: np.ndarray) -> np.ndarray:
     """Posterior mean / sd of the smaller of the single-caught cells, over axis 0 (the draws).
 
     The cells :math:`x_1 = |T \\cap A_1 \\setminus A_2|`, :math:`x_2 = |T \\cap A_2 \\setminus
     A_1|` are counts, so their posterior stops at 0. When the labels measure the smaller one
     with an sd comparable to its size (a ratio below :data:`RESOLVED_CELL`, e.g. a classifier
-    with recall 0.9 and 50 labels per set), the posterior is cut at 0 and its bounds on the
-    other side are conservative (the frequentist coverage of a bounded parameter near its
-    bound); a cell whose draws all agree gives ``inf``.
+    with recall 0.9 and 50 labels per set), the labels cannot tell it from 0: many draws are
+    projected to 0 (:func:`project_cells`) and the recall's interval reaches up to about 1. A
+    cell whose draws all agree gives ``inf``.
     """
     out = []
     for x in (np.asarray(x1, dtype=np.float64), np.asarray(x2, dtype=np.float64)):
@@ -281,50 +323,3 @@ def cell_resolution(x1: np.ndarray, x2: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
             out.append(np.where(spread, mean / np.where(spread, sd, 1.0), np.inf))
     return np.minimum(out[0], out[1])
-
-
-def coherent_rows(
-    propose: Callable[[int], np.ndarray],
-    coherent: Callable[[np.ndarray], np.ndarray],
-    draws: int,
-    *,
-    minimum: int | None = None,
-    budget: int | None = None,
-) -> tuple[np.ndarray, float]:
-    """Rejection sampling by rows: up to ``draws`` rows of ``propose(k)`` (shape ``(k, ...)``)
-    for which ``coherent(rows)`` is True. The first proposal's coherent rows keep their place (so
-    a fully coherent first proposal is returned unchanged); incoherent rows are replaced by later
-    coherent proposals. Returns the rows and the fraction of proposals that were coherent.
-
-    At most ``budget`` rows are proposed (default ``500 * draws``). If fewer than ``draws``
-    coherent rows are found by then, the coherent rows found are returned when there are at
-    least ``minimum`` of them (the caller resamples them); otherwise ``ValueError``.
-    """
-    budget = 500 * draws if budget is None else budget
-    minimum = draws if minimum is None else minimum
-    rows = propose(draws)
-    ok = coherent(rows)
-    proposed, accepted = draws, int(ok.sum())
-    missing = np.flatnonzero(~ok)
-    while missing.size and proposed < budget:
-        rate = max(accepted / proposed, 1e-4)
-        k = int(min(max(2 * missing.size / rate, 256), 50 * draws, budget - proposed))
-        new = propose(k)
-        good = np.flatnonzero(coherent(new))
-        proposed += k
-        accepted += good.size
-        take = min(good.size, missing.size)
-        rows[missing[:take]] = new[good[:take]]
-        missing = missing[take:]
-    if missing.size:
-        found = draws - missing.size
-        if found < max(minimum, 1):
-            raise ValueError(
-                f"only {accepted} of {proposed} proposed draws are coherent (cell counts within "
-                "their sizes, |T ∩ A12| <= |T ∩ A1|, |T ∩ A2|): the labels contradict the set "
-                "sizes or each other"
-            )
-        keep = np.ones(draws, dtype=bool)
-        keep[missing] = False
-        rows = rows[keep]
-    return rows, accepted / proposed

@@ -36,9 +36,10 @@ __all__ = [
 #: fraction of draws above 1 of a plug-in recall from which it is flagged
 ABOVE_ONE_FLAG = 0.05
 
-#: fraction of rejected (incoherent) precision draws from which a result is flagged: a correctly
-#: specified pair can lose most draws to coherence when a cell is small (e.g. 98% with r = 0.9,
-#: 0.7 and 50 labels per set), so only near-total conflict is flagged
+#: fraction of incoherent (projected) precision draws from which a result is flagged: in a
+#: correctly specified pair most draws can be projected when a cell is small (up to 0.95 of them
+#: with r = 0.9, 0.7 and 50 labels per set, 200 simulated universes), so only near-total conflict
+#: is flagged
 INCOHERENT_FLAG = 0.99
 
 #: quantities of the capture-recapture layer that are also evaluated over a delta_1 range
@@ -47,7 +48,7 @@ DELTA_QUANTITIES = ("recall_1", "recall_2", "total_positives")
 
 class RecallAboveOneWarning(UserWarning):
     """A plug-in recall puts at least :data:`ABOVE_ONE_FLAG` of its draws above 1, or at least
-    :data:`INCOHERENT_FLAG` of the precision draws were incoherent and rejected."""
+    :data:`INCOHERENT_FLAG` of the precision draws were incoherent (and projected)."""
 
 
 # ---------------------------------------------------------------------------------------- kernels
@@ -318,8 +319,10 @@ class _RecallResult(DrawSummaries):
 
     @property
     def incoherent(self) -> float:
-        """Fraction of proposed precision draws rejected as incoherent (cell counts outside
-        their sizes, or more positives in :math:`A_{12}` than in :math:`A_1` or :math:`A_2`)."""
+        """Fraction of precision draws that were incoherent (cell counts outside their sizes, or
+        more positives in :math:`A_{12}` than in :math:`A_1` or :math:`A_2`) and were projected
+        onto the coherent cells (:func:`~bayes_eval.recall.pairs.coherent_precisions`); for
+        :func:`~bayes_eval.recall.pairs.recall_from_total`, draws with :math:`y_{new} > |T|`."""
         return float(self.datatree.attrs.get("incoherent_fraction", 0.0))
 
     @property
@@ -328,9 +331,10 @@ class _RecallResult(DrawSummaries):
         \\setminus A_2|` or :math:`|T \\cap A_2 \\setminus A_1|`); NaN if not recorded.
 
         Below :data:`~bayes_eval.recall._capture.RESOLVED_CELL` (2) the labels do not resolve
-        that cell, its posterior is cut at 0 and the lower bound of the recall is conservative
-        (coverage up to 0.99-1.00 in ``benchmarks/bench_pair_recall.py``); labels of the cells
-        themselves (:func:`~bayes_eval.recall.flags.pair_recall_from_flags`) resolve it.
+        that cell: many draws put it at 0 (the recall near 1), so the interval reaches up to
+        about 1 and is wide (its coverage holds, ``benchmarks/bench_pair_recall.py``); labels
+        of the cells themselves (:func:`~bayes_eval.recall.flags.pair_recall_from_flags`) or
+        more labels of the sets narrow it.
         """
         return float(self.datatree.attrs.get("cell_resolution", np.nan))
 
@@ -358,9 +362,10 @@ class _RecallResult(DrawSummaries):
             )
         if self.incoherent >= INCOHERENT_FLAG:
             warnings.warn(
-                f"{self.incoherent:.1%} of the proposed precision draws were incoherent (more "
-                "on-topic items in A12 than in A1 or A2, or a cell count outside its size) and "
-                "were rejected: the labels and the set sizes, or the assumptions, are in doubt",
+                f"{self.incoherent:.1%} of the precision draws were incoherent (more on-topic "
+                "items in A12 than in A1 or A2, or a cell count outside its size) and were "
+                "projected onto the coherent cells: the labels and the set sizes, or the "
+                "assumptions, are in doubt",
                 RecallAboveOneWarning,
                 stacklevel=3,
             )
@@ -394,7 +399,7 @@ class PairRecall(_RecallResult):
     ``recall_1_eq2``, ``recall_2_eq2``, ``total_positives_eq2``, ``precision_12_eq2``
         Eq. (2) (with ``universe``), plug-in.
     ``precision_1``, ``precision_2``, ``precision_12``
-        The (coherent) precision draws used.
+        The (projected, coherent) precision draws used.
 
     Attributes
     ----------
@@ -425,7 +430,7 @@ class PairRecall(_RecallResult):
     ``above_one`` gives the fraction of draws above 1 of every recall quantity (the plug-in ones
     can exceed 1); such draws are kept and shown by ``summary`` (column ``frac_above_1``) and
     ``repr``; ``flagged`` lists recalls with at least :data:`ABOVE_ONE_FLAG` of their draws above
-    1; ``incoherent`` is the fraction of precision draws rejected as incoherent.
+    1; ``incoherent`` is the fraction of precision draws that were incoherent and projected.
     """
 
     datatree: xr.DataTree
@@ -501,11 +506,11 @@ class PairRecall(_RecallResult):
         lo, hi = self.delta_1
         d = f"delta_1={lo:g}" if lo == hi else f"delta_1 in [{lo:g}, {hi:g}]"
         if self.incoherent > 0:
-            d += f", {self.incoherent:.1%} of precision draws incoherent (rejected)"
+            d += f", {self.incoherent:.1%} of precision draws incoherent (projected)"
         if self.cell_resolution < RESOLVED_CELL:
             d += (
-                f", smallest cell unresolved (mean/sd {self.cell_resolution:.2g}: bounds "
-                "conservative)"
+                f", smallest cell unresolved (mean/sd {self.cell_resolution:.2g}: the labels "
+                "cannot tell it from 0)"
             )
         return (
             f"PairRecall({self._repr_parts(dict.fromkeys(shown))}; |A1|={self.sizes[0]}, "

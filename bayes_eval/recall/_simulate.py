@@ -18,8 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._sampling import draw_beta, draw_remainder
-from ._capture import RESOLVED_CELL, capture_draws, cell_resolution
-from .pairs import coherent_precisions
+from ._capture import RESOLVED_CELL, capture_draws, cell_resolution, project_cells
 
 __all__ = [
     "Scenario",
@@ -75,37 +74,28 @@ def _hyper(gen, good, size, n):
 
 def counts_posterior(u, labels, draws, gen, a=0.5, b=0.5, alpha=0.5):
     """Draws (draws, reps) of ``recall_1`` for the counts form, by the kernels of
-    :func:`~bayes_eval.recall.pairs.pair_recall` (coherent cell counts, then the capture layer),
-    and of the earlier method (independent superpopulation Beta precisions, plug-in Eq. 1), and
-    the cell resolution (reps,) of each replication."""
+    :func:`~bayes_eval.recall.pairs.pair_recall` (independent set posteriors projected onto the
+    coherent cells by :func:`~bayes_eval.recall._capture.project_cells`, as
+    :func:`~bayes_eval.recall.pairs.coherent_precisions` does, then the capture layer), and of
+    the earlier method (independent superpopulation Beta precisions, plug-in Eq. 1), and the cell
+    resolution (reps,) of each replication."""
     on, size = u["on"], u["size"]
     set_pos = np.column_stack([on[:, 0] + on[:, 1], on[:, 0] + on[:, 2], on[:, 0]])
     set_size = np.column_stack([size[:, 0] + size[:, 1], size[:, 0] + size[:, 2], size[:, 0]])
     nlab = set_size if labels is None else np.full_like(set_size, labels)
     h, n = _hyper(gen, set_pos, set_size, nlab)
     reps = on.shape[0]
-    y = np.empty((draws, reps, 3))
-    for i in range(reps):
-        specs = [("labels", int(h[i, j]), int(n[i, j])) for j in range(3)]
-        sizes = tuple(int(v) for v in set_size[i])
-        p, _ = coherent_precisions(specs, sizes, a, b, draws, gen, True)
-        y[:, i, :] = p * set_size[i]
-    y12 = y[..., 2]
+    hf, nf, sf = (x.reshape(-1) for x in (h, n, set_size))
+    theta = draw_beta(a + hf, b + nf - hf, draws, gen)
+    y = (draw_remainder(theta, sf - nf, gen) + hf).reshape(draws, reps, 3)
+    s1, s2, s12 = (set_size[:, j].astype(np.float64) for j in range(3))
+    x12, x1, x2, _ = project_cells(y[..., 0], y[..., 1], y[..., 2], s1, s2, s12)
     out, _ = capture_draws(
-        y12,
-        y[..., 0] - y12,
-        y[..., 1] - y12,
-        alpha=alpha,
-        delta=1.0,
-        gen=gen,
-        x0_high=size[:, 3].astype(float),
+        x12, x1, x2, alpha=alpha, delta=1.0, gen=gen, x0_high=size[:, 3].astype(float)
     )
-    theta = draw_beta(a + h.reshape(-1), b + (n - h).reshape(-1), draws, gen).reshape(
-        draws, reps, 3
-    )
+    theta = draw_beta(a + hf, b + (nf - hf), draws, gen).reshape(draws, reps, 3)
     old = theta[..., 2] * set_size[:, 2] / (theta[..., 1] * set_size[:, 1])
-    resolution = cell_resolution(y[..., 0] - y12, y[..., 1] - y12)
-    return out["recall_1"], old, resolution
+    return out["recall_1"], old, cell_resolution(x1, x2)
 
 
 def _flag_cells(u, labels, draws, gen, a, b):
