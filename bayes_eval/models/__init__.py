@@ -75,6 +75,9 @@ def design_prior(
     prior_a: np.ndarray,
     prior_b: np.ndarray,
     score_mean: np.ndarray | None = None,
+    *,
+    init: np.ndarray | None = None,
+    modes: list[np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The per-stratum Beta prior a design should use so that ``Beta(a + h, b + n - h)`` is the
     model's current marginal posterior of each stratum's rate (the designs speak Beta).
@@ -83,6 +86,10 @@ def design_prior(
     :func:`bayes_eval.hierarchical.empirical_bayes_prior`; ``"pooled"``: the moment-matched
     posterior Betas of :func:`bayes_eval.models.pooled.beta_approximation` minus the counts
     (floored at 1e-3). One mechanism for the audit and the simulations.
+
+    For ``"pooled"`` only: ``init`` (shape ``(..., 4)``) warm-starts the hyper-mode search (the
+    result does not depend on it beyond the search tolerance), and the fitted modes are appended
+    to ``modes`` when a list is given (the next refit of the same audits starts there).
     """
     if model == "hierarchical":
         hier = importlib.import_module("bayes_eval.hierarchical")
@@ -91,7 +98,9 @@ def design_prior(
         from ._profile import score_profile_of
         from .pooled import beta_approximation, fit_pooled
 
-        fit = fit_pooled(score_profile_of(strata), n, h, warn=False)
+        fit = fit_pooled(score_profile_of(strata), n, h, warn=False, init=init)
+        if modes is not None:
+            modes.append(fit.mode)
         big_a, big_b = beta_approximation(fit)
         n = np.asarray(n, dtype=np.float64)
         h = np.asarray(h, dtype=np.float64)

@@ -29,6 +29,11 @@ hyperprior:
   as an empty one). The normalised node weights are the cell's discrete conditional posterior of
   :math:`\delta` used by the joint draws.
 
+The fits evaluate these with the compiled kernel :mod:`bayes_eval.models._kernels` (the same
+formulas, fused per hyper-node, no temporaries); :func:`curve_logit` and :func:`cell_integrals`
+here are the vectorised numpy reference it is tested against
+(``pooled._log_post(..., engine="numpy")``).
+
 References
 ----------
 Bennett & Carvalho, ``../shared/seeds/000_51972d8d13fae9c1.txt`` (score strata).
@@ -50,6 +55,7 @@ __all__ = [
     "cell_integrals",
     "cell_layout",
     "curve_logit",
+    "gauss_hermite_rule",
     "log_rising",
     "residual_beta",
 ]
@@ -68,6 +74,15 @@ def _gauss_hermite(q: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 _GH = {q: _gauss_hermite(q) for q in (QUAD_NODES, SEARCH_NODES)}
+
+
+def gauss_hermite_rule(nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes ``x_q`` and log weights (``log w_q + x_q^2`` plus the density's constant) of the
+    ``nodes``-point rule used by :func:`cell_integrals` (cached for :data:`QUAD_NODES` and
+    :data:`SEARCH_NODES`)."""
+    return _GH[nodes] if nodes in _GH else _gauss_hermite(nodes)
+
+
 _NEWTON_STEPS = 4
 _MU_MIN = 1e-250
 _C_MAX = 1e250
@@ -221,7 +236,7 @@ def cell_integrals(
     nodes : int
         Quadrature nodes per cell (:data:`QUAD_NODES` or :data:`SEARCH_NODES`).
     """
-    gh_x, gh_logw = _GH[nodes] if nodes in _GH else _gauss_hermite(nodes)
+    gh_x, gh_logw = gauss_hermite_rule(nodes)
     oh = layout.onehot
     cell = layout.cell
     inv_var = 1.0 / (sigma * sigma)

@@ -86,6 +86,7 @@ from ._cells import (
     cell_integrals,
     cell_layout,
     curve_logit,
+    gauss_hermite_rule,
 )
 from ._laplace import importance_nodes, importance_weights, neg_inverse, newton
 from ._profile import ScoreProfile, score_profile_of
@@ -256,6 +257,14 @@ def _layout(profile: ScoreProfile, hp: Hyperpriors) -> CellLayout:
     return cell_layout(profile.side_share, profile.predicted, order, hp.cells)
 
 
+#: engine of :func:`_log_post`: ``"numba"`` (the compiled kernel of
+#: :mod:`bayes_eval.models._kernels`) or ``"numpy"`` (the reference implementation, the
+#: vectorised :func:`~bayes_eval.models._cells.curve_logit` and
+#: :func:`~bayes_eval.models._cells.cell_integrals`; same mathematics, kept for the tests)
+ENGINES = ("numba", "numpy")
+_ENGINE = "numba"
+
+
 def _log_post(
     phi: np.ndarray,
     profile: ScoreProfile,
@@ -267,9 +276,51 @@ def _log_post(
     nugget: float,
     keep: bool = False,
     nodes: int = QUAD_NODES,
+    engine: str | None = None,
 ) -> tuple[np.ndarray, CellIntegrals]:
-    """Log hyperposterior (up to a constant) at ``phi`` (..., P, 4); ``n, h`` (..., 1, K)."""
+    """Log hyperposterior (up to a constant) at ``phi`` (..., P, 4); ``n, h`` (..., 1, K).
+
+    ``engine`` (default ``_ENGINE``) picks the compiled kernel or the numpy reference
+    (:data:`ENGINES`).
+    """
+    engine = _ENGINE if engine is None else engine
     side = profile.predicted.astype(np.float64)
+    if engine == "numba":
+        from . import _kernels
+
+        batch = np.broadcast_shapes(phi.shape[:-2], n.shape[:-2], h.shape[:-2])
+        npt, k = phi.shape[-2], n.shape[-1]
+        ph = np.broadcast_to(phi, (*batch, npt, _D)).reshape(-1, npt, _D)
+        nr = np.broadcast_to(n, (*batch, 1, k)).reshape(-1, k)
+        hr = np.broadcast_to(h, (*batch, 1, k)).reshape(-1, k)
+        gh_x, gh_logw = gauss_hermite_rule(nodes)
+        lp, ll, nw, a, b = _kernels.log_post(
+            ph,
+            nr,
+            hr,
+            x=profile.x,
+            weight=profile.weight,
+            side=side,
+            center=profile.center,
+            cell=layout.cell,
+            share=layout.share,
+            pm=pm,
+            psd=psd,
+            nugget=nugget,
+            gh_x=gh_x,
+            gh_logw=gh_logw,
+            keep=keep,
+        )
+        q, g = gh_x.shape[0], layout.n_cells
+        ci = CellIntegrals(
+            ll.reshape(*batch, npt),
+            None if nw is None else nw.reshape(*batch, npt, q, g),
+            None if a is None else a.reshape(*batch, npt, q, k),
+            None if b is None else b.reshape(*batch, npt, q, k),
+        )
+        return lp.reshape(*batch, npt), ci
+    if engine != "numpy":
+        raise ValueError(f"engine={engine!r} is not allowed; allowed: {', '.join(ENGINES)}")
     ebar = curve_logit(phi, profile.x, profile.weight, side, profile.center)
     sigma = np.exp(phi[..., 3])[..., None] / np.sqrt(layout.share)
     ci = cell_integrals(ebar, sigma, n, h, layout, nugget, keep=keep, nodes=nodes)
@@ -444,7 +495,11 @@ def draw_theta(fit: PooledFit, draws: int, rng: Any = None) -> np.ndarray:
     Each draw picks a hyper-node s with probability equal to its weight, a quadrature node q of
     every cell's deviation with its conditional weight, then
     :math:`\\theta_k \\sim \\mathrm{Beta}(a_{sqk} + h_k, b_{sqk} + n_k - h_k)` independently
-    given them: the strata are dependent through the shared curve and cells.
+    given them: the strata are dependent through the shared curve and cells. The picking and
+    the Beta draws run in one compiled kernel (:mod:`bayes_eval.models._beta_draws`: exact
+    Marsaglia-Tsang Beta draws from a SFC64 generator seeded by one integer drawn from
+    ``rng``, so the draws are reproducible from ``rng`` and ``rng`` advances by one integer;
+    the first call in a fresh environment compiles it, about 1.5 s, cached on disk afterwards).
     """
     fit = _check_fit(fit)
     if isinstance(draws, bool) or not isinstance(draws, numbers.Integral) or int(draws) < 1:
@@ -452,35 +507,33 @@ def draw_theta(fit: PooledFit, draws: int, rng: Any = None) -> np.ndarray:
     gen = _as_generator(rng)
     draws = int(draws)
     batch = fit.weight.shape[:-1]
-    s = fit.weight.shape[-1]
+    s, q, k = fit.a.shape[-3:]
+    g = fit.node_weight.shape[-1]
     cum = np.cumsum(fit.weight.reshape(-1, s), axis=-1)
     cum[:, -1] = 1.0
     rows = cum.shape[0]
-    off = np.arange(rows, dtype=np.float64)[:, None]
-    u = gen.random((rows, draws))
-    idx = np.searchsorted((cum + off).ravel(), (u + off).ravel(), side="right")
-    idx = np.minimum(idx.reshape(rows, draws) - (off.astype(np.int64) * s), s - 1)
-    k = fit.a.shape[-1]
-    q = fit.a.shape[-2]
-    g = fit.node_weight.shape[-1]
-    # a quadrature node of every cell's deviation from its conditional weights at the chosen
-    # hyper-node: inverse CDF over the Q nodes, one comparison pass per node
-    cwq = np.cumsum(fit.node_weight.reshape(rows * s, q, g), axis=-2)
-    node = (np.arange(rows)[:, None] * s + idx).reshape(-1)  # (R*D,) rows of cwq
-    v = gen.random((rows * draws, g))
-    qi = np.zeros((rows * draws, g), dtype=np.int64)
-    for j in range(q - 1):
-        qi += cwq[node, j, :] < v
-    # flat index of a[r, s, q, k] for every draw and stratum
-    base = (node * q).reshape(rows, draws, 1)
-    flat = (base + qi.reshape(rows, draws, g)[..., fit.layout.cell]) * k + np.arange(k)
-    a = fit.a.reshape(-1)[flat] + fit.h.reshape(rows, 1, k)
-    b = fit.b.reshape(-1)[flat] + (fit.n - fit.h).reshape(rows, 1, k)
-    return _beta(gen, a, b).reshape(*batch, draws, k)
+    cwq = np.broadcast_to(np.cumsum(fit.node_weight, axis=-2), (*batch, s, q, g))
+    cwq = cwq.reshape(rows, s, q, g)
+    a = np.broadcast_to(fit.a_post, (*batch, s, q, k)).reshape(rows, s, q, k)
+    b = np.broadcast_to(fit.b_post, (*batch, s, q, k)).reshape(rows, s, q, k)
+    return _beta(cum, cwq, a, b, fit.layout.cell, draws, gen).reshape(*batch, draws, k)
 
 
-def _beta(gen: np.random.Generator, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return gen.beta(a, b)
+def _beta(
+    cum: np.ndarray,
+    cwq: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    cell: np.ndarray,
+    draws: int,
+    gen: np.random.Generator,
+) -> np.ndarray:
+    """The mixture draws of :func:`draw_theta`, ``(rows, draws, K)``
+    (:func:`bayes_eval.models._beta_draws.draw_joint`; imported here, so that numba loads only
+    when drawing)."""
+    from ._beta_draws import draw_joint
+
+    return draw_joint(cum, cwq, a, b, cell, draws, gen)
 
 
 def _as_generator(rng: Any) -> np.random.Generator:

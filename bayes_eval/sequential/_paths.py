@@ -183,20 +183,26 @@ def _effective_prior(
     a: np.ndarray,
     b: np.ndarray,
     score_mean: np.ndarray | None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per-row Beta priors ``(R, K)`` whose conjugate update is the model's marginal posterior."""
+    init: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Per-row Beta priors ``(R, K)`` whose conjugate update is the model's marginal posterior,
+    and (pooled model) every row's hyper-mode ``(R, 4)``, the warm start of its next refit."""
     k = n.shape[1]
     # audits with the same counts have the same posterior: fit each distinct row once
-    rows, inverse = np.unique(np.concatenate([n, h], axis=1), axis=0, return_inverse=True)
+    rows, first, inverse = np.unique(
+        np.concatenate([n, h], axis=1), axis=0, return_index=True, return_inverse=True
+    )
+    inverse = np.asarray(inverse).reshape(-1)
     un, uh = rows[:, :k], rows[:, k:]
     if model == "pooled":
-        ua, ub = design_prior(model, strata, un, uh, a, b, score_mean)
-    else:
-        ua, ub = np.empty(un.shape), np.empty(un.shape)
-        for r in range(un.shape[0]):
-            ua[r], ub[r] = design_prior(model, strata, un[r], uh[r], a, b, score_mean)
-    inverse = np.asarray(inverse).reshape(-1)
-    return np.asarray(ua)[inverse], np.asarray(ub)[inverse]
+        modes: list[np.ndarray] = []
+        start = None if init is None else init[first]
+        ua, ub = design_prior(model, strata, un, uh, a, b, score_mean, init=start, modes=modes)
+        return np.asarray(ua)[inverse], np.asarray(ub)[inverse], modes[0][inverse]
+    ua, ub = np.empty(un.shape), np.empty(un.shape)
+    for r in range(un.shape[0]):
+        ua[r], ub[r] = design_prior(model, strata, un[r], uh[r], a, b, score_mean)
+    return np.asarray(ua)[inverse], np.asarray(ub)[inverse], None
 
 
 def simulate_paths(
@@ -246,6 +252,7 @@ def simulate_paths(
         eff_a = np.broadcast_to(np.asarray(a0, dtype=np.float64), (rows, k))
         eff_b = np.broadcast_to(np.asarray(b0, dtype=np.float64), (rows, k))
     refit_at = 0.0  # the first batch always refits
+    mode = None  # pooled model: every audit's hyper-mode at its last refit (warm start)
     labelled = 0
     total = len(batches) * rows
     for rnd, m in enumerate(batches):
@@ -267,7 +274,9 @@ def simulate_paths(
         j = look_set.get(labelled)
         last = j is not None and j == schedule.shape[0] - 1
         if not exact and (labelled >= REFIT_GROWTH * refit_at or last):
-            eff_a, eff_b = _effective_prior(model, strata, audits.n, audits.h, a, b, score_mean)
+            eff_a, eff_b, mode = _effective_prior(
+                model, strata, audits.n, audits.h, a, b, score_mean, mode
+            )
             refit_at = float(labelled)
         if j is not None:
             out[:, j] = prob_linear_ge(

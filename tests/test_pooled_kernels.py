@@ -1,0 +1,196 @@
+"""The compiled kernel of the pooled model against its numpy reference (same mathematics)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bayes_eval.models import _cells, _kernels, pooled
+from bayes_eval.models._profile import score_profile
+from bayes_eval.models.pooled import Hyperpriors, beta_approximation, fit_pooled
+
+#: agreement of the compiled kernel with the numpy reference (both compute the same formulas;
+#: only the order of the additions and libm's last bits differ)
+RTOL = 1e-9
+
+
+def _profile(rng, k, n_pos, scores="beta"):
+    m = 4_000 * k
+    s = rng.beta(0.3, 8, m) if scores == "beta" else rng.normal(size=m)
+    st = np.minimum((np.argsort(np.argsort(s)) * k) // m, k - 1)
+    pred = np.arange(k) >= k - n_pos
+    return score_profile(s, st, predicted=pred, sizes=np.bincount(st, minlength=k))
+
+
+def _counts(rng, rows, k):
+    """Counts with the needle cases: n up to 2000, h = 0, h = n, strata without labels."""
+    n = rng.integers(0, 2001, (rows, k)).astype(np.float64)
+    n[:, rng.random(k) < 0.3] = 0.0  # strata without labels
+    n[0] = 0.0  # a row without any label
+    h = np.floor(rng.random((rows, k)) * (n + 1))
+    h[1] = 0.0  # all negative
+    h[2] = n[2]  # all positive
+    h[3, ::2] = 0.0
+    h[3, 1::2] = n[3, 1::2]
+    return n, h
+
+
+def _phi(rng, pm, psd, rows, nodes):
+    phi = pm + rng.standard_normal((rows, nodes, 4)) * psd
+    # needles: rates near 1e-12 and 1 - 1e-12, tiny and huge tau, flat and steep curves
+    phi[:, 0, 0] = pm[0] - 25.0
+    phi[:, 1, 0] = pm[0] + 25.0
+    phi[:, 2, 3] = -6.0
+    phi[:, 3, 3] = 3.0
+    phi[:, 4, 1] = 0.0
+    phi[:, 5, 1] = 8.0
+    return phi
+
+
+def _rel(u, v):
+    return np.abs(u - v) / np.maximum(np.abs(v), 1e-300)
+
+
+@pytest.mark.parametrize(
+    ("k", "n_pos", "cells", "scores"),
+    [
+        (12, 3, 8, "beta"),  # one cell per stratum on the positive side, shared cells below
+        (30, 6, 2, "beta"),  # many strata per cell
+        (5, 2, 1000, "normal"),  # one cell per stratum (margin scores)
+        (40, 10, 1, "beta"),  # one cell per side
+    ],
+)
+@pytest.mark.parametrize(("keep", "nodes"), [(False, _cells.SEARCH_NODES), (True, 5), (True, 7)])
+def test_kernel_matches_numpy_reference(k, n_pos, cells, scores, keep, nodes):
+    rng = np.random.default_rng(k * 1000 + cells + nodes)
+    prof = _profile(rng, k, n_pos, scores)
+    hp = Hyperpriors(cells=cells)
+    lay = pooled._layout(prof, hp)
+    pm, psd = pooled._prior_center(prof, hp)
+    n, h = _counts(rng, 9, k)
+    phi = _phi(rng, pm, psd, 9, 24)
+    args = (phi, prof, lay, n[:, None, :], h[:, None, :], pm, psd, hp.nugget_sd)
+    lp_c, ci_c = pooled._log_post(*args, keep=keep, nodes=nodes, engine="numba")
+    lp_r, ci_r = pooled._log_post(*args, keep=keep, nodes=nodes, engine="numpy")
+    assert lp_c.shape == lp_r.shape == (9, 24)
+    assert np.isfinite(lp_r).all()
+    assert _rel(lp_c, lp_r).max() < RTOL
+    assert _rel(ci_c.log_lik, ci_r.log_lik).max() < RTOL
+    if not keep:
+        assert ci_c.node_weight is None and ci_c.a is None and ci_c.b is None
+        return
+    assert ci_c.node_weight.shape == ci_r.node_weight.shape == (9, 24, nodes, lay.n_cells)
+    assert ci_c.a.shape == ci_r.a.shape == (9, 24, nodes, k)
+    np.testing.assert_allclose(ci_c.node_weight, ci_r.node_weight, rtol=RTOL, atol=1e-12)
+    assert _rel(ci_c.a, ci_r.a).max() < RTOL
+    assert _rel(ci_c.b, ci_r.b).max() < RTOL
+    # the needle nodes really are needles (the test covers rates near 0 and 1)
+    mu = ci_r.a / (ci_r.a + ci_r.b)
+    assert mu.min() < 1e-10 and mu.max() > 1 - 1e-10
+
+
+def test_kernel_broadcasts_batch_axes_like_the_reference():
+    rng = np.random.default_rng(3)
+    prof = _profile(rng, 6, 2)
+    hp = Hyperpriors()
+    lay = pooled._layout(prof, hp)
+    pm, psd = pooled._prior_center(prof, hp)
+    n, h = _counts(rng, 6, 6)
+    nn, hh = n.reshape(2, 3, 1, 6), h.reshape(2, 3, 1, 6)
+    phi = _phi(rng, pm, psd, 1, 10)[0]  # (P, 4) shared by every row
+    for args in ((phi, nn, hh), (phi[None, None], nn, hh), (phi, n[0, None], h[0, None])):
+        full = (args[0], prof, lay, args[1], args[2], pm, psd, hp.nugget_sd)
+        lp_c, ci_c = pooled._log_post(*full, keep=True, engine="numba")
+        lp_r, ci_r = pooled._log_post(*full, keep=True, engine="numpy")
+        assert lp_c.shape == lp_r.shape
+        assert ci_c.a.shape == ci_r.a.shape
+        assert _rel(lp_c, lp_r).max() < RTOL
+        np.testing.assert_allclose(ci_c.node_weight, ci_r.node_weight, rtol=RTOL, atol=1e-12)
+
+
+def test_log_rising_and_curve_match_the_reference():
+    rng = np.random.default_rng(4)
+    x = np.concatenate([rng.uniform(1e-3, 30, 500), np.exp(rng.uniform(3, 570, 500))])
+    m = rng.integers(0, 2001, x.size).astype(np.float64)
+    m[::7] = 0.0
+    ref = _cells.log_rising(x, m)
+    got = np.array([_kernels._log_rising(a, b) for a, b in zip(x, m, strict=True)])
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
+    prof = _profile(rng, 8, 3)
+    side = prof.predicted.astype(np.float64)
+    for phi in ([0.0, 1.0, 0.0, 0.0], [-30.0, 0.5, 2.0, 0.0], [30.0, 3.0, -1.0, 0.0]):
+        ref = _cells.curve_logit(np.array(phi), prof.x, prof.weight, side, prof.center)
+        got = np.empty(8)
+        _kernels._curve(phi[0], phi[1], phi[2], prof.x, prof.weight, side, prof.center, got)
+        np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
+
+
+def test_kernel_constants_are_the_reference_constants():
+    assert _kernels._STIRLING_MIN == _cells._STIRLING_MIN
+    assert _kernels._MU_MIN == _cells._MU_MIN
+    assert _kernels._C_MAX == _cells._C_MAX
+    assert _kernels._NEWTON_STEPS == _cells._NEWTON_STEPS
+
+
+def test_fit_agrees_with_the_numpy_engine(monkeypatch):
+    """Whole fits agree to the accuracy of the search: the finite-difference Hessian amplifies
+    the kernels' ~1e-13 differences by 1 / h^2 = 1e6, and a row may take one more tiny Newton
+    step on one engine, so the modes agree to within TOL (typically 1e-9) and the downstream
+    quantities accordingly."""
+    rng = np.random.default_rng(5)
+    prof = _profile(rng, 10, 3)
+    n, h = _counts(rng, 40, 10)
+    n = np.minimum(n, prof.sizes)
+    h = np.minimum(h, n)
+    fits = {}
+    for engine in pooled.ENGINES:
+        monkeypatch.setattr(pooled, "_ENGINE", engine)
+        fits[engine] = fit_pooled(prof, n, h, warn=False)
+    c, r = fits["numba"], fits["numpy"]
+    assert np.abs(c.mode - r.mode).max() < 1e-4
+    assert np.median(np.abs(c.mode - r.mode)) < 1e-8
+    for name in ("weight", "node_weight", "a", "b", "cov", "ess"):
+        assert getattr(c, name).shape == getattr(r, name).shape
+    ba_c, ba_r = beta_approximation(c), beta_approximation(r)
+    for u, v in zip(ba_c, ba_r, strict=True):
+        np.testing.assert_allclose(u, v, rtol=1e-3)
+    np.testing.assert_array_equal(c.informative, r.informative)
+
+
+def test_bad_engine():
+    rng = np.random.default_rng(6)
+    prof = _profile(rng, 4, 1)
+    hp = Hyperpriors()
+    lay = pooled._layout(prof, hp)
+    pm, psd = pooled._prior_center(prof, hp)
+    z = np.zeros((1, 4))
+    with pytest.raises(ValueError, match="engine='fortran' is not allowed; allowed: numba"):
+        pooled._log_post(pm[None], prof, lay, z, z, pm, psd, 0.3, engine="fortran")
+
+
+def test_threaded_kernel_gives_the_same_numbers():
+    rng = np.random.default_rng(7)
+    prof = _profile(rng, 10, 3)
+    hp = Hyperpriors()
+    lay = pooled._layout(prof, hp)
+    pm, psd = pooled._prior_center(prof, hp)
+    n, h = _counts(rng, 16, 10)
+    phi = _phi(rng, pm, psd, 16, 12)
+    kw = {
+        "x": prof.x,
+        "weight": prof.weight,
+        "side": prof.predicted.astype(np.float64),
+        "center": prof.center,
+        "cell": lay.cell,
+        "share": lay.share,
+        "pm": pm,
+        "psd": psd,
+        "nugget": hp.nugget_sd,
+        "gh_x": _cells.gauss_hermite_rule(5)[0],
+        "gh_logw": _cells.gauss_hermite_rule(5)[1],
+        "keep": True,
+    }
+    serial = _kernels.log_post(phi, n, h, parallel=False, **kw)
+    threaded = _kernels.log_post(phi, n, h, parallel=True, **kw)
+    for u, v in zip(serial, threaded, strict=True):
+        np.testing.assert_array_equal(u, v)
