@@ -570,10 +570,11 @@ def beta_approximation(fit: PooledFit) -> tuple[np.ndarray, np.ndarray]:
         A_k + B_k = \frac{m_k (1 - m_k)}{v_k} - 1.
     """
     fit = _check_fit(fit)
-    mu, var, _ = _node_moments(fit)
-    w = fit.stratum_weight()
-    m = (w * mu).sum(axis=(-3, -2))
-    v = (w * (var + mu * mu)).sum(axis=(-3, -2)) - m * m
+    from ._kernels import marginal_moments
+
+    m, v = marginal_moments(
+        fit.weight, fit.node_weight, fit.a, fit.b, fit.n, fit.h, fit.layout.cell
+    )
     m = np.clip(m, 1e-300, 1.0)
     v = np.maximum(v, 1e-300)
     conc = np.clip(m * (1.0 - m) / v - 1.0, 1e-6, 1e12)
