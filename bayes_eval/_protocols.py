@@ -71,9 +71,11 @@ class StrataLike(Protocol):
     Per stratum (arrays of shape ``(K,)``): ``sizes`` (``N_k``, int64), ``predicted`` (bool),
     ``score_min`` and ``score_max``; ``n_strata`` (``K``); ``stratum_of(positions)``; the
     ``population`` stratified and the ``method`` and ``variable`` that made the strata (disclosed
-    in every posterior). Strata may also offer ``make_sampler(seed)`` (their own keyed sampler)
-    and ``score_mean`` (mean score per stratum); :func:`bayes_eval._sampler.make_sampler` and
-    the audit use them when present.
+    in every posterior). Strata may also offer ``make_sampler(seed)`` (their own keyed sampler),
+    ``score_mean`` (mean score per stratum) and ``compute_score_profile(bins=, max_cells=,
+    kind=)`` (the pooled model's per-stratum score histogram, for strata whose population's
+    scores are not in memory); :func:`bayes_eval._sampler.make_sampler`, the audit and
+    :func:`bayes_eval.models._profile.profile_of_strata` use them when present.
     """
 
     population: Any

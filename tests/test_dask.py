@@ -23,6 +23,8 @@ from bayes_eval._protocols import PopulationLike, StrataLike
 from bayes_eval._sampler import KeyedStratumSampler, make_sampler
 from bayes_eval.dask import DaskPopulation, DaskStrata, DaskStratumSampler, _stratify
 from bayes_eval.dask import strata as dask_strata
+from bayes_eval.dask._dataset import PieceSet
+from bayes_eval.models._profile import profile_of_strata, score_profile_of
 from bayes_eval.parquet import read_parquet
 
 N = 1_000_000
@@ -334,6 +336,120 @@ def test_audit_same_proposals_and_posterior(pops, data, tmp_path, design):
         a_d.record(ids_d, truth.loc[ids_d].to_numpy())
         a_m.record(ids_m, truth.loc[ids_m].to_numpy())
     assert a_d.estimate(rng=1).mean("f1") == a_m.estimate(rng=1).mean("f1")
+    del a_d
+    again = be.Audit.open(tmp_path / "d", dp, strata=ds)
+    np.testing.assert_array_equal(again.propose(10), a_m.propose(10))
+
+
+def _same_profile(mem, out):
+    """The in-memory and out-of-core score profiles agree up to the order of the sums."""
+    assert out.kind == mem.kind and out.x.shape == mem.x.shape
+    np.testing.assert_array_equal(out.sizes, mem.sizes)
+    np.testing.assert_array_equal(out.predicted, mem.predicted)
+    np.testing.assert_array_equal(out.weight > 0, mem.weight > 0)
+    np.testing.assert_allclose(out.weight, mem.weight, rtol=1e-13, atol=0)
+    np.testing.assert_allclose(out.x, mem.x, rtol=1e-12, atol=1e-12)
+    assert out.center == pytest.approx(mem.center, rel=1e-12, abs=1e-12)
+
+
+class _Passes:
+    """Counts the passes of PieceSet.reduce."""
+
+    def __init__(self, monkeypatch):
+        self.n = 0
+        reduce = PieceSet.reduce
+
+        def counted(piece_set, *args):
+            self.n += 1
+            return reduce(piece_set, *args)
+
+        monkeypatch.setattr(PieceSet, "reduce", counted)
+
+
+@pytest.mark.parametrize(
+    ("variable", "n_strata"), [("score", 5), ("confidence", 12), ("score", (3, 40))]
+)
+def test_score_profile_same_as_in_memory(pops, monkeypatch, variable, n_strata):
+    """The pooled model's score profile of Dask strata: one pass, then cached, and the profile
+    the in-memory strata give (probability scores, 10^6 rows in 7 files)."""
+    dp, mp = pops
+    ds = dp.stratify_lazy(n_strata=n_strata, variable=variable)
+    ms = be.stratify(mp, n_strata=n_strata, variable=variable)
+    passes = _Passes(monkeypatch)
+    prof = score_profile_of(ds)
+    assert passes.n == 1
+    _same_profile(profile_of_strata(ms), prof)
+    assert prof.kind == "probability"
+    assert score_profile_of(ds) is prof and passes.n == 1  # cached: no pass per batch
+    with pytest.raises(AttributeError, match="does not hold its scores in memory"):
+        dp.scores  # noqa: B018 - the in-memory path is never taken
+
+
+def test_score_profile_margins(tmp_path, monkeypatch):
+    """Margin scores: the exact median (even N: mean of the two middle values) and standard
+    deviation, computed once per population; a constant population gives kind 'constant'."""
+    rng = np.random.default_rng(5)
+    n = 30_000
+    score = np.round(rng.standard_t(4, n) * 2.0 + 0.3, 3)  # ties, heavy tails
+    frame = pd.DataFrame({"id": rng.permutation(n), "score": score})
+    root = _write(frame, str(tmp_path / "m"), [0, 8_000, 8_001, 19_000, n], 3_000)
+    dp = DaskPopulation.from_parquet(
+        root, score_col="score", id_col="id", threshold=0.0, rows_per_piece=5_000
+    )
+    mp = be.Population.from_parquet(root, score_col="score", id_col="id", threshold=0.0)
+    passes = _Passes(monkeypatch)
+    for n_strata in (4, 9):
+        ds, ms = dp.stratify_lazy(n_strata=n_strata), be.stratify(mp, n_strata=n_strata)
+        before = passes.n
+        prof = score_profile_of(ds)
+        # moments, median (N <= COLLECT_LIMIT: collected at once), profile; then one pass
+        assert passes.n - before == (3 if n_strata == 4 else 1)
+        _same_profile(profile_of_strata(ms), prof)
+        assert prof.kind == "margin"
+    med, sd = dp.margin_standardisation()
+    assert med == np.median(score) and sd == pytest.approx(score.std(), rel=1e-13)
+    flat = pd.DataFrame({"id": np.arange(100), "score": np.full(100, 0.25)})
+    fp = DaskPopulation.from_parquet(
+        _write(flat, str(tmp_path / "flat"), [0, 40, 100], 20), score_col="score", threshold=0.5
+    )
+    fm = be.Population(np.full(100, 0.25), threshold=0.5)
+    prof = score_profile_of(fp.stratify_lazy(n_strata=1))
+    _same_profile(profile_of_strata(be.stratify(fm, n_strata=1)), prof)
+    assert prof.kind == "constant"
+
+
+def test_pooled_estimate_same_posterior(pops, data):
+    """``be.estimate(..., model="pooled")`` on Dask strata: the in-memory posterior."""
+    dp, mp = pops
+    truth = data[0].set_index("item")["label"]
+    ds, ms = dp.stratify_lazy(n_strata=5), be.stratify(mp, n_strata=5)
+    sampler = ds.make_sampler(7)
+    ids = np.concatenate([sampler.draw(k, 30) for k in range(ds.n_strata)])
+    labels = (ids, truth.loc[ids].to_numpy())
+    post_d = be.estimate(ds, labels, model="pooled", draws=2000, rng=1)
+    post_m = be.estimate(ms, labels, model="pooled", draws=2000, rng=1)
+    # the profiles differ in the last bits (sums in another order); the hyper-fit's stopping
+    # tolerance turns that into ~1e-9 relative differences (4e-9 measured), not bit equality
+    for metric in ("precision", "recall"):
+        assert post_d.mean(metric) == pytest.approx(post_m.mean(metric), rel=1e-7)
+
+
+def test_pooled_audit_same_proposals_and_posterior(pops, data, tmp_path):
+    """A pooled-model Audit over the Dask population proposes the same ids and gives the same
+    posterior as over the in-memory one, also after reopening its directory."""
+    dp, mp = pops
+    truth = data[0].set_index("item")["label"]
+    ds, ms = dp.stratify_lazy(n_strata=4), be.stratify(mp, n_strata=4)
+    kw = {"metric": "f1", "design": "posterior_variance", "model": "pooled", "rng": 3}
+    a_d = be.Audit(dp, strata=ds, path=tmp_path / "d", draws=2000, **kw)
+    a_m = be.Audit(mp, strata=ms, draws=2000, **kw)
+    for _ in range(3):
+        ids_d, ids_m = a_d.propose(25), a_m.propose(25)
+        np.testing.assert_array_equal(ids_d, ids_m)
+        a_d.record(ids_d, truth.loc[ids_d].to_numpy())
+        a_m.record(ids_m, truth.loc[ids_m].to_numpy())
+    f1_d, f1_m = a_d.estimate(rng=1).mean("f1"), a_m.estimate(rng=1).mean("f1")
+    assert f1_d == pytest.approx(f1_m, rel=1e-7)
     del a_d
     again = be.Audit.open(tmp_path / "d", dp, strata=ds)
     np.testing.assert_array_equal(again.propose(10), a_m.propose(10))

@@ -13,15 +13,18 @@ Modules, lowest first (each imports only those before it):
 * ``_dataset``: :class:`~bayes_eval.dask._dataset.PieceSet`, where passes run; the validating
   scan (at construction) and look-ups by position or id;
 * ``_stratify``: exact strata in passes (histogram, collect, count);
+* ``_profile``: the pooled model's per-stratum score histogram in one pass (the in-memory
+  profile's own grid and cell functions);
 * ``strata``: :class:`DaskStrata` (a :class:`~bayes_eval._protocols.StrataLike`) and the
   out-of-core keyed sampler :class:`DaskStratumSampler`;
 * ``population``: :class:`DaskPopulation` (a :class:`~bayes_eval._protocols.PopulationLike`).
 
 Costs: the scan, 3 stratification passes for ``"equal_size"`` (one more per re-binning level
 when a target bin holds over ``COLLECT_LIMIT`` items), 2 for the other methods, 1 reservoir
-pass; then O(m) per batch of m proposals. Driver memory is bounded by the summaries, whatever N;
-each task holds one piece. Needs the ``dask`` extra (``dask[dataframe]``, ``distributed``),
-imported when a pass runs.
+pass; for the pooled model one profile pass per strata object (margins: 2-3 more, once per
+population); then O(m) per batch of m proposals. Driver memory is bounded by the summaries,
+whatever N; each task holds one piece. Needs the ``dask`` extra (``dask[dataframe]``,
+``distributed``), imported when a pass runs.
 
 References
 ----------

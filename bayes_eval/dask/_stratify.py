@@ -29,7 +29,7 @@ from ..strata import FewerStrataWarning, _auto_n_strata, _index_dtype
 from ._dataset import PieceSet, Scan
 from ._pieces import Columns, Piece, as_bool_predictions, read_piece
 
-__all__ = ["StrataPlan", "assign", "assign_frame", "stratify_pieces"]
+__all__ = ["StrataPlan", "assign", "assign_frame", "order_statistics", "stratify_pieces"]
 
 #: histogram bins of the stratification variable per side and refinement level
 HIST_BINS = 4096
@@ -90,13 +90,14 @@ def _in_path(v: np.ndarray, path: tuple, top: dict, side: bool) -> np.ndarray:
 
 def _hist_piece(piece: Piece, fs: Any, cols: Columns, spec: dict, targets: list) -> list:
     """For every target (side, path, mode, (lo, width)) the values of the items of that side
-    whose nested bins equal ``path``, summarised by ``mode``: ``"hist"`` (counts over
-    ``HIST_BINS`` sub-bins, min, max), ``"collect"`` (the values) or ``"distinct"`` (distinct
-    values and their counts, None beyond ``DISTINCT_LIMIT``)."""
+    (False, True; None: all items) whose nested bins equal ``path``, summarised by ``mode``:
+    ``"hist"`` (counts over ``HIST_BINS`` sub-bins, min, max), ``"collect"`` (the values) or
+    ``"distinct"`` (distinct values and their counts, None beyond ``DISTINCT_LIMIT``)."""
     d = read_piece(piece, fs, cols, ("score", "pred"))
     pred = as_bool_predictions(d["pred"])
     v_all = _variable(d["score"], pred, spec)
-    by_side = {s: v_all[pred == s] for s in (False, True)}
+    # side None: all items
+    by_side = {s: v_all if s is None else v_all[pred == s] for s in {t[0] for t in targets}}
     out: list[Any] = []
     top: dict = {}
     for side, path, mode, sub in targets:
@@ -403,18 +404,22 @@ def _hist(data: PieceSet, spec: dict, targets: list) -> list:
     return data.reduce(_hist_piece, combine, spec, targets)
 
 
-def _equal_size_edges(data: PieceSet, sides: dict, spec: dict) -> None:
-    """Exact order statistics at the in-memory kernel's ranks, by nested histograms."""
+def order_statistics(data: PieceSet, spec: dict, wanted: dict) -> dict:
+    """Exact order statistics of the stratification variable, by nested histograms.
+
+    ``wanted`` maps a side (False, True, or None for all items) to ``(ranks, vmin, vmax,
+    count)``: the 0-based ranks wanted among the ``count`` values of that side, which lie in
+    ``[vmin, vmax]``. One pass per level: a histogram (``HIST_BINS`` bins) of every bin holding
+    a wanted rank, until a bin holds at most ``COLLECT_LIMIT`` items, which are collected and
+    sorted. Returns ``{side: {rank: value}}``.
+    """
+    found: dict = {side: {} for side in wanted}
     # pending items: (side, rank, path, items below the path's bin, (lo, width), count)
     pending = []
-    for side, info in sides.items():
-        size, n = info["count"], info["n"]
-        kth = np.unique((np.arange(1, n) * size) // n)
-        kth = kth[(kth > 0) & (kth < size)]
-        info["os"] = {}
-        width = (info["vmax"] - info["vmin"]) / HIST_BINS
-        for r in kth.tolist():
-            pending.append((side, r, (), 0, (info["vmin"], width), size))
+    for side, (ranks, vmin, vmax, size) in wanted.items():
+        width = (vmax - vmin) / HIST_BINS
+        for r in ranks:
+            pending.append((side, int(r), (), 0, (vmin, width), size))
     while pending:  # one pass per level: histogram or collect every distinct (side, path)
         groups: dict[tuple, list] = {}
         for item in pending:
@@ -428,7 +433,7 @@ def _equal_size_edges(data: PieceSet, sides: dict, spec: dict) -> None:
         res = _hist(data, spec, targets)
         pending = []
         for (side, path), (_, _, mode, sub), out in zip(keys, targets, res, strict=True):
-            os_ = sides[side]["os"]
+            os_ = found[side]
             if mode == "collect":
                 out = np.sort(out)
                 for _, r, _, below, _, _ in groups[(side, path)]:
@@ -453,8 +458,20 @@ def _equal_size_edges(data: PieceSet, sides: dict, spec: dict) -> None:
                         int(counts[b]),
                     )
                 )
+    return found
+
+
+def _equal_size_edges(data: PieceSet, sides: dict, spec: dict) -> None:
+    """Exact order statistics at the in-memory kernel's ranks (:func:`order_statistics`)."""
+    wanted = {}
     for side, info in sides.items():
-        os_ = np.array([info["os"][r] for r in sorted(info["os"])], dtype=float)
+        size, n = info["count"], info["n"]
+        kth = np.unique((np.arange(1, n) * size) // n)
+        kth = kth[(kth > 0) & (kth < size)]
+        wanted[side] = (kth.tolist(), info["vmin"], info["vmax"], size)
+    found = order_statistics(data, spec, wanted)
+    for side, info in sides.items():
+        os_ = np.array([found[side][r] for r in sorted(found[side])], dtype=float)
         edges = np.unique(os_)
         edges = edges[edges > info["vmin"]]
         n = info["n"]

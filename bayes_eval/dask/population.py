@@ -28,6 +28,7 @@ from .._validation import as_generator, check_option, check_positive_int
 from ..strata import _as_n_strata
 from ._dataset import PieceSet, Scan
 from ._pieces import ROWS_PER_PIECE, Columns, common_root, list_files, open_pieces
+from ._profile import margin_standardisation
 from ._stratify import stratify_pieces
 from .strata import DaskStrata
 
@@ -102,6 +103,7 @@ class DaskPopulation:
         self._scan = scan
         self.files = pieces.files
         self._fingerprint: str | None = None
+        self._standardisation: tuple[float, float] | None = None
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -171,6 +173,20 @@ class DaskPopulation:
     def n_predicted_positive(self) -> int:
         """Items predicted positive (from the scan pass)."""
         return int(self._scan.side.get(True, (0, 0, 0))[2])
+
+    @property
+    def scan_summary(self) -> Scan:
+        """What the validating scan learnt: ``n``, per-side score ranges and counts, and the
+        overall score range."""
+        return self._scan
+
+    def margin_standardisation(self) -> tuple[float, float]:
+        """(median, standard deviation; 1 when it is 0) of the scores, which standardise margin
+        scores into the pooled model's covariate: 2 passes (3 beyond ``COLLECT_LIMIT`` items) the
+        first time, then cached."""
+        if self._standardisation is None:
+            self._standardisation = margin_standardisation(self._data, self._scan)
+        return self._standardisation
 
     @property
     def frame(self) -> Any:

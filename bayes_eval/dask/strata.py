@@ -27,9 +27,11 @@ import xarray as xr
 from .._protocols import PopulationLike, strata_repr
 from .._sampler import _check_seed, item_keys
 from .._validation import check_positive_int
+from ..models._profile import ScoreProfile, _check_bins, _check_kind, _check_max_cells
 from ..strata import Strata, _index_dtype
 from ._dataset import PieceSet
 from ._pieces import Columns, Piece, as_bool_predictions, read_piece
+from ._profile import profile_pieces
 from ._stratify import StrataPlan, assign, assign_frame
 
 __all__ = ["DEFAULT_RESERVOIR", "DaskStrata", "DaskStratumSampler"]
@@ -63,6 +65,7 @@ class DaskStrata:
     """
 
     __slots__ = (
+        "_profiles",
         "assignment",
         "method",
         "pieces",
@@ -93,6 +96,7 @@ class DaskStrata:
             arr.flags.writeable = False
         meta = pd.Series([], dtype=_index_dtype(self.n_strata), name="stratum")
         self.assignment = pieces.from_map(assign_frame, meta, self.plan)
+        self._profiles: dict[tuple, ScoreProfile] = {}
 
     @property
     def n_strata(self) -> int:
@@ -131,6 +135,35 @@ class DaskStrata:
             "DaskStrata.members would materialise a stratum on the driver; use "
             "strata.assignment (a lazy Dask Series) or make_sampler(seed).draw(k, m)"
         )
+
+    def compute_score_profile(
+        self, *, bins: int = 256, max_cells: int = 16, kind: str = "auto"
+    ) -> ScoreProfile:
+        """The pooled model's per-stratum histogram of the score covariate, out of core.
+
+        The same :class:`~bayes_eval.models._profile.ScoreProfile` as
+        :func:`bayes_eval.models._profile.score_profile` of the population and assignment in
+        memory (up to the order of the floating-point sums, ~1e-15 relative): one pass over the
+        pieces (margins: 2-3 more, once per population, for the median and standard deviation),
+        then cached, so later looks of an audit never scan the population.
+        :func:`bayes_eval.models._profile.score_profile_of` calls it for these strata.
+        """
+        kind = _check_kind(kind)
+        key = (_check_bins(bins), _check_max_cells(max_cells), kind)
+        if key not in self._profiles:
+            pop = self.population
+            self._profiles[key] = profile_pieces(
+                self.pieces,
+                pop.scan_summary,
+                self.plan,
+                self.sizes,
+                self.predicted,
+                bins=key[0],
+                max_cells=key[1],
+                kind=kind,
+                standardisation=getattr(pop, "margin_standardisation", None),
+            )
+        return self._profiles[key]
 
     def make_sampler(self, seed: int, *, reservoir: int = DEFAULT_RESERVOIR) -> DaskStratumSampler:
         """The out-of-core keyed sampler (same proposals as the in-memory one)."""

@@ -25,7 +25,16 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SCORE_KINDS", "ScoreProfile", "score_profile", "score_profile_of"]
+__all__ = [
+    "SCORE_KINDS",
+    "CovariateGrid",
+    "ScoreProfile",
+    "covariate",
+    "profile_from_cells",
+    "resolve_kind",
+    "score_profile",
+    "score_profile_of",
+]
 
 #: values of ``kind`` accepted by :func:`score_profile` (``"constant"`` is detected, never asked)
 SCORE_KINDS: tuple[str, ...] = ("auto", "probability", "margin")
@@ -127,12 +136,8 @@ def score_profile(
     ('probability', [1.0, 1.0])
     """
     kind = _check_kind(kind)
-    if isinstance(bins, bool) or not isinstance(bins, numbers.Integral) or int(bins) < 2:
-        raise ValueError(f"bins={bins!r} is not allowed; allowed: an integer >= 2")
-    bins = int(bins)
-    if isinstance(max_cells, bool) or not isinstance(max_cells, numbers.Integral) or max_cells < 1:
-        raise ValueError(f"max_cells={max_cells!r} is not allowed; allowed: an integer >= 1")
-    max_cells = int(max_cells)
+    bins = _check_bins(bins)
+    max_cells = _check_max_cells(max_cells)
     s = np.asarray(scores, dtype=np.float64).ravel()
     if s.size == 0 or not np.isfinite(s).all():
         raise ValueError("scores must be a non-empty array of finite numbers")
@@ -153,32 +158,119 @@ def score_profile(
     counts_k = np.bincount(assign, minlength=k)
     if not np.array_equal(counts_k, sz) or (sz <= 0).any():
         raise ValueError("sizes must be the positive item counts of every stratum in assignment")
+    kind = resolve_kind(kind, float(s.min()), float(s.max()))
+    shift, scale = (0.0, 1.0) if kind == "probability" else margin_standardisation(s)
+    x = covariate(s, kind, shift, scale)
+    grid = CovariateGrid(kind, shift, scale, float(x.min()), float(x.max()), bins)
+    if grid.constant:
+        return grid.constant_profile(sz, pred)
+    cnt, tot = grid.histogram(x, assign, k)
+    return profile_from_cells(cnt, tot, sz, pred, kind, max_cells)
+
+
+def _check_bins(bins: Any) -> int:
+    if isinstance(bins, bool) or not isinstance(bins, numbers.Integral) or int(bins) < 2:
+        raise ValueError(f"bins={bins!r} is not allowed; allowed: an integer >= 2")
+    return int(bins)
+
+
+def _check_max_cells(max_cells: Any) -> int:
+    if isinstance(max_cells, bool) or not isinstance(max_cells, numbers.Integral) or max_cells < 1:
+        raise ValueError(f"max_cells={max_cells!r} is not allowed; allowed: an integer >= 1")
+    return int(max_cells)
+
+
+# ---------------------------------------------------------------- the pieces both engines share
+# The in-memory :func:`score_profile` and the out-of-core pass of
+# :mod:`bayes_eval.dask._profile` compute the profile from the same functions: the covariate
+# (:func:`covariate`), the grid and per-(stratum, cell) counts and sums of a chunk
+# (:class:`CovariateGrid`), and the profile from the summed cells (:func:`profile_from_cells`);
+# only the order of the sums differs (one chunk in memory, one per piece on Dask).
+
+
+def resolve_kind(kind: str, score_min: float, score_max: float) -> str:
+    """``kind`` with ``"auto"`` resolved from the score range: probabilities within [0, 1]."""
+    kind = _check_kind(kind)
     if kind == "auto":
-        kind = "probability" if (s.min() >= 0.0 and s.max() <= 1.0) else "margin"
+        return "probability" if (score_min >= 0.0 and score_max <= 1.0) else "margin"
+    if kind == "probability" and (score_min < 0.0 or score_max > 1.0):
+        raise ValueError("kind='probability' needs scores within [0, 1]")
+    return kind
+
+
+def margin_standardisation(s: np.ndarray) -> tuple[float, float]:
+    """(median, standard deviation, 1 when it is 0) of margin scores ``s``, in memory."""
+    sd = float(s.std())
+    return float(np.median(s)), (sd if sd > 0 else 1.0)
+
+
+def covariate(s: np.ndarray, kind: str, shift: float = 0.0, scale: float = 1.0) -> np.ndarray:
+    """The covariate ``x`` of scores ``s``: ``logit(clip(s))`` for ``kind="probability"``,
+    ``(s - shift) / scale`` for ``"margin"``. Monotone in ``s``, so the range of ``x`` is the
+    covariate of the score range."""
+    s = np.asarray(s, dtype=np.float64)
     if kind == "probability":
-        if s.min() < 0.0 or s.max() > 1.0:
-            raise ValueError("kind='probability' needs scores within [0, 1]")
         c = np.clip(s, CLIP, 1.0 - CLIP)
-        x = np.log(c) - np.log1p(-c)
-    else:
-        sd = float(s.std())
-        x = (s - float(np.median(s))) / (sd if sd > 0 else 1.0)
-    lo, hi = float(x.min()), float(x.max())
-    if hi - lo <= 1e-12 * max(1.0, abs(lo)):
-        return ScoreProfile(
-            np.full((k, 1), lo if kind == "probability" else 0.0),
-            np.ones((k, 1)),
-            sz,
-            pred,
-            "constant",
-            lo if kind == "probability" else 0.0,
-        )
-    cell = np.minimum(((x - lo) * (bins / (hi - lo))).astype(np.int64), bins - 1)
-    key = assign * bins + cell
-    cnt = np.bincount(key, minlength=k * bins).reshape(k, bins)
-    tot = np.bincount(key, weights=x, minlength=k * bins).reshape(k, bins)
+        return np.log(c) - np.log1p(-c)
+    return (s - shift) / scale
+
+
+@dataclass(frozen=True, slots=True)
+class CovariateGrid:
+    """The global equal-width grid of ``bins`` cells over the covariate range ``[lo, hi]``.
+
+    ``shift`` and ``scale`` standardise margins (0 and 1 for probabilities). A chunk of items is
+    summarised by :meth:`histogram`; summaries of chunks add up to that of their union.
+    """
+
+    kind: str
+    shift: float
+    scale: float
+    lo: float
+    hi: float
+    bins: int
+
+    @property
+    def constant(self) -> bool:
+        """Whether every item has the same covariate (no grid)."""
+        return self.hi - self.lo <= 1e-12 * max(1.0, abs(self.lo))
+
+    def constant_profile(self, sizes: np.ndarray, predicted: np.ndarray) -> ScoreProfile:
+        """The profile when the scores carry no information (``kind="constant"``)."""
+        k = sizes.shape[0]
+        x0 = self.lo if self.kind == "probability" else 0.0
+        return ScoreProfile(np.full((k, 1), x0), np.ones((k, 1)), sizes, predicted, "constant", x0)
+
+    def histogram(
+        self, x: np.ndarray, assignment: np.ndarray, k: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Item counts (int64) and sums of ``x`` (float64) per (stratum, cell), each ``(k, bins)``,
+        of the items with covariates ``x`` in strata ``assignment``."""
+        bins = self.bins
+        cell = ((x - self.lo) * (bins / (self.hi - self.lo))).astype(np.int64)
+        np.clip(cell, 0, bins - 1, out=cell)
+        key = assignment.astype(np.int64, copy=False) * bins + cell
+        cnt = np.bincount(key, minlength=k * bins).reshape(k, bins)
+        tot = np.bincount(key, weights=x, minlength=k * bins).reshape(k, bins)
+        return cnt.astype(np.int64, copy=False), tot
+
+
+def profile_from_cells(
+    cnt: np.ndarray,
+    tot: np.ndarray,
+    sizes: np.ndarray,
+    predicted: np.ndarray,
+    kind: str,
+    max_cells: int,
+) -> ScoreProfile:
+    """The :class:`ScoreProfile` from the per-(stratum, cell) counts and sums of the covariate
+    over the whole population (:meth:`CovariateGrid.histogram`, summed over chunks): the centre
+    (mean covariate of the population's median cell), and each stratum's occupied cells merged
+    into at most ``max_cells`` groups of neighbours."""
+    k, bins = cnt.shape
+    sz = np.asarray(sizes, dtype=np.int64)
     glob = cnt.sum(axis=0)
-    med_cell = int(np.searchsorted(np.cumsum(glob), 0.5 * s.size))
+    med_cell = int(np.searchsorted(np.cumsum(glob), 0.5 * int(glob.sum())))
     center = float(tot[:, med_cell].sum() / glob[med_cell])
     if max_cells < bins:  # merge neighbouring cells of a stratum down to max_cells groups
         occ = cnt > 0
@@ -195,28 +287,43 @@ def score_profile(
     t_sel = np.take_along_axis(tot, order, axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         xm = np.where(c_sel > 0, t_sel / c_sel, 0.0)
-    return ScoreProfile(xm, c_sel / sz[:, None], sz, pred, kind, center)
+    return ScoreProfile(
+        xm, c_sel / sz[:, None], sz, np.asarray(predicted, dtype=bool), kind, center
+    )
 
 
 #: curve evaluations per hyper-node the profile aims at (``K * max_cells``)
 CELL_BUDGET = 256
 
 
+def max_cells_for(n_strata: int) -> int:
+    """``clip(CELL_BUDGET // K, 4, 16)``: cells kept per stratum for ``K`` strata."""
+    return int(np.clip(CELL_BUDGET // max(int(n_strata), 1), 4, 16))
+
+
 def profile_of_strata(strata: Any, *, bins: int = 256, kind: str = "auto") -> ScoreProfile:
-    """:func:`score_profile` of a :class:`bayes_eval.Strata` (its population's scores).
+    """:func:`score_profile` of a stratification: its population's scores and its assignment.
 
     ``max_cells = clip(CELL_BUDGET // K, 4, 16)``: fine strata are narrow in score, so a few
     cells each describe them as well as 16 describe a coarse one, and the pooled model's cost per
     hyper-node stays about ``CELL_BUDGET`` curve evaluations whatever K.
+
+    Strata that do not hold their population in memory give their own pass: their
+    ``compute_score_profile(bins=, max_cells=, kind=)`` method is called
+    (:meth:`bayes_eval.dask.DaskStrata.compute_score_profile`: the same profile out of core,
+    from the same :class:`CovariateGrid` and :func:`profile_from_cells`).
     """
     k = int(np.asarray(strata.sizes).shape[0])
+    own = getattr(strata, "compute_score_profile", None)
+    if callable(own):
+        return own(bins=bins, max_cells=max_cells_for(k), kind=kind)
     return score_profile(
         strata.population.scores,
         strata.assignment,
         predicted=strata.predicted,
         sizes=strata.sizes,
         bins=bins,
-        max_cells=int(np.clip(CELL_BUDGET // max(k, 1), 4, 16)),
+        max_cells=max_cells_for(k),
         kind=kind,
     )
 
