@@ -252,7 +252,9 @@ def test_run_with_halfwidth(audit_setup):
 
 def test_run_budget_and_pending(audit_setup):
     pop, truth, strata = audit_setup
-    audit = be.Audit(pop, strata=strata, metric="f1", design="random", rng=3, draws=2000)
+    audit = be.Audit(
+        pop, strata=strata, metric="f1", design="random", rng=3, draws=2000, model="independent"
+    )
     early = audit.propose(15)
     res = audit.run(
         lambda ids: truth[ids], budget=95, batch_size=20, stop=be.stop.LowerBoundAbove(0.99)
@@ -388,6 +390,7 @@ def test_run_follows_the_design_batch_schedule(audit_setup):
         design_options={"d0": 30, "d": 12},
         rng=0,
         draws=500,
+        model="independent",
     )
     res = audit.run(lambda ids: truth[ids], budget=70)  # no batch_size needed
     # D0 first, then D, the last batch cut to the budget
@@ -402,6 +405,7 @@ def test_run_follows_the_design_batch_schedule(audit_setup):
         design_options={"n_ini": 4, "n_step": 9},
         rng=1,
         draws=500,
+        model="independent",
     )
     assert a2.propose(5).size == 5
     a2.record(a2.pending, truth[a2.pending])
@@ -411,7 +415,7 @@ def test_run_follows_the_design_batch_schedule(audit_setup):
     # filled first within the budget: n_ini labels in every stratum
     n, _ = a2.counts()
     assert (n >= 4).all() and k == n.size
-    no_schedule = be.Audit(pop, strata=strata, design="equal", rng=0)
+    no_schedule = be.Audit(pop, strata=strata, design="equal", rng=0, model="independent")
     with pytest.raises(TypeError, match="batch_size=None"):
         no_schedule.run(lambda ids: truth[ids], budget=10)
 
@@ -423,14 +427,14 @@ def test_resume_mid_run_with_a_scheduled_design(tmp_path, audit_setup, design):
     # uninterrupted one proposes, batch sizes included
     pop, truth, strata = audit_setup
     kw = {"strata": strata, "metric": "f1", "design": design, "rng": 21, "draws": 300}
-    first = be.Audit(pop, **kw, path=tmp_path / "r")
+    first = be.Audit(pop, **kw, path=tmp_path / "r", model="independent")
     first.run(lambda ids: truth[ids], budget=70)
     extra = first.propose(3)  # pending at the interruption
     del first
     again = be.Audit.open(tmp_path / "r", pop)
     np.testing.assert_array_equal(again.pending, extra)
     # continue the straight audit's schedule from here: same proposals
-    twin = be.Audit(pop, **kw)
+    twin = be.Audit(pop, **kw, model="independent")
     twin.run(lambda ids: truth[ids], budget=70)
     np.testing.assert_array_equal(twin.propose(3), extra)
     twin.record(extra, truth[extra])

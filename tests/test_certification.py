@@ -37,7 +37,12 @@ def _strata(sizes=SIZES, predicted=PRED, score_min=None, score_max=None):
 def post():
     st = _strata()
     return estimate_from_stratum_counts(
-        st, np.array([40, 30, 60, 40]), np.array([0, 2, 48, 39]), draws=40_000, rng=0
+        st,
+        np.array([40, 30, 60, 40]),
+        np.array([0, 2, 48, 39]),
+        draws=40_000,
+        rng=0,
+        model="independent",
     )
 
 
@@ -188,10 +193,15 @@ def test_accept_rule_calibrates_caches_and_stops(tmp_path):
     assert resumed.level_used == used
     # looks: a strong posterior stops with acceptance, a weak one continues
     strong = estimate_from_stratum_counts(
-        st, np.array([60, 40, 60, 40]), np.array([0, 0, 58, 40]), draws=20_000, rng=1
+        st,
+        np.array([60, 40, 60, 40]),
+        np.array([0, 0, 58, 40]),
+        draws=20_000,
+        rng=1,
+        model="independent",
     )
     weak = estimate_from_stratum_counts(
-        st, np.array([5, 5, 5, 5]), np.array([0, 1, 3, 4]), draws=20_000, rng=1
+        st, np.array([5, 5, 5, 5]), np.array([0, 1, 3, 4]), draws=20_000, rng=1, model="independent"
     )
     look = Look(proc, 0, 10)
     d = rule.check(look, strong)
@@ -256,7 +266,9 @@ def test_accept_rule_false_accept_is_controlled_end_to_end():
             h += new
             good -= new
             bad -= m - new
-            post = estimate_from_stratum_counts(st, n, h, draws=2000, rng=rng, metrics=("f1",))
+            post = estimate_from_stratum_counts(
+                st, n, h, draws=2000, rng=rng, metrics=("f1",), model="independent"
+            )
             best = max(best, post.prob_at_least("f1", 0.75))
         acc_corr += best >= rule.level_used
         acc_naive += best >= 0.95
@@ -275,7 +287,13 @@ def test_accept_rule_vectorised_form_matches_check():
     rng = np.random.default_rng(0)
     posts = [
         estimate_from_stratum_counts(
-            st, n, rng.binomial(n, [0.01, 0.1, 0.85, 0.95]), draws=4000, rng=i, metrics=("f1",)
+            st,
+            n,
+            rng.binomial(n, [0.01, 0.1, 0.85, 0.95]),
+            draws=4000,
+            rng=i,
+            metrics=("f1",),
+            model="independent",
         )
         for i, n in enumerate(
             [np.array([20, 20, 20, 20]), np.array([60, 50, 60, 40]), np.array([5, 5, 5, 5])]
@@ -300,7 +318,12 @@ def test_accept_rule_geometric_looks():
     np.testing.assert_array_equal(geo._schedule, [20, 40, 80, 160, 200])
     assert geo.level_used <= every.level_used
     strong = estimate_from_stratum_counts(
-        st, np.array([10, 10, 20, 20]), np.array([0, 0, 20, 20]), draws=20_000, rng=1
+        st,
+        np.array([10, 10, 20, 20]),
+        np.array([0, 0, 20, 20]),
+        draws=20_000,
+        rng=1,
+        model="independent",
     )
     d = geo.check(Look(proc, 60), strong)  # 60 labels: not a look
     assert not d.stop and d.state["look"] is False
@@ -321,6 +344,7 @@ def test_audit_run_returns_the_certification(tmp_path):
         metric="f1",
         design="proportional",
         prior="jeffreys",
+        model="independent",
         rng=0,
         path=tmp_path / "audit",
     )

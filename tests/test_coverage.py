@@ -4,7 +4,9 @@ For each population (true labels known), 1,000 label sets are simulated by strat
 sampling without replacement: a fixed allocation ``n_k`` over ``equal_size`` strata, and in each
 stratum ``h_k ~ Hypergeometric(P_k, N_k - P_k, n_k)`` positives, ``P_k`` the stratum's true
 positives (drawn for all simulations at once: this is exactly the distribution of the positives
-in a uniform sample without replacement). Each label set gets the posterior of
+in a uniform sample without replacement). Each label set gets the posterior of the
+**independent** model (``model="independent"``; the pooled model's coverage is tested in
+``tests/test_pooled.py`` and measured in ``benchmarks/bench_pooled.py``) by
 :func:`bayes_eval.posterior.estimate_from_stratum_counts` (what :func:`bayes_eval.estimate` runs
 once the labels are counted per stratum; ``test_counts_path_equals_estimate`` checks that they
 agree on real labels), Jeffreys priors, finite population, and **2,000 draws** per posterior (not
@@ -110,6 +112,7 @@ def _coverage(name: str) -> dict[str, float]:
             draws=DRAWS,
             rng=seed * 100_000 + s,
             metrics=METRICS,
+            model="independent",
         )
         for m in METRICS:
             covered[m] += post.lower_bound(m, level=LEVEL) <= truth[m]
@@ -139,9 +142,9 @@ def test_counts_path_equals_estimate():
     )
     labels = lp.labels_for(lp.population.ids_at(ids))
     h = np.bincount(strata.stratum_of(ids), weights=labels[1], minlength=strata.n_strata)
-    a = be.estimate(strata, labels, draws=DRAWS, rng=77, metrics=METRICS)
+    a = be.estimate(strata, labels, draws=DRAWS, rng=77, metrics=METRICS, model="independent")
     b = estimate_from_stratum_counts(
-        strata, n, h.astype(np.int64), draws=DRAWS, rng=77, metrics=METRICS
+        strata, n, h.astype(np.int64), draws=DRAWS, rng=77, metrics=METRICS, model="independent"
     )
     for m in METRICS:
         np.testing.assert_array_equal(a.draws(m), b.draws(m))

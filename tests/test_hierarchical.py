@@ -173,7 +173,9 @@ def test_rare_negative_strata_far_less_inflated_than_jeffreys():
     for rep in range(10):
         n = np.full(strata.n_strata, 20)
         h = rng.hypergeometric(positives, sizes - positives, n)
-        ind = estimate_from_stratum_counts(strata, n, h, draws=4000, rng=rep, metrics="recall")
+        ind = estimate_from_stratum_counts(
+            strata, n, h, draws=4000, rng=rep, metrics="recall", model="independent"
+        )
         hier = estimate_from_stratum_counts(
             strata,
             n,
@@ -229,7 +231,9 @@ def test_lower_bound_covers_under_miscalibration_fast(miscalibration):
             method="laplace",
             score_mean=sm,
         )
-        ind = estimate_from_stratum_counts(strata, n[r], h[r], draws=4000, rng=r, metrics="f1")
+        ind = estimate_from_stratum_counts(
+            strata, n[r], h[r], draws=4000, rng=r, metrics="f1", model="independent"
+        )
         covered.append(hier.lower_bound("f1", 0.95) <= true_f1)
         err_h.append(hier.mean("f1") - true_f1)
         err_i.append(ind.mean("f1") - true_f1)

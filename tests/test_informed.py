@@ -23,7 +23,11 @@ def precision_audit():
     pop = be.Population(scores, threshold=float(np.quantile(scores, 0.976)))
     strata = be.stratify(pop, n_strata=5)
     ids = rng.choice(np.flatnonzero(pop.predictions), 300, replace=False)
-    return strata, truth, be.estimate(strata, (ids, truth[ids]), draws=4000, rng=0)
+    return (
+        strata,
+        truth,
+        be.estimate(strata, (ids, truth[ids]), draws=4000, rng=0, model="independent"),
+    )
 
 
 def test_relevant_sides_of_the_registered_metrics():
@@ -60,12 +64,12 @@ def test_one_unlabelled_stratum_on_a_side_makes_its_metrics_prior_only(precision
         if k != 2:  # one predicted-negative stratum left unlabelled
             ids.extend(members[:30])
     ids = np.asarray(ids)
-    post = be.estimate(strata, (ids, truth[ids]), draws=2000, rng=0)
+    post = be.estimate(strata, (ids, truth[ids]), draws=2000, rng=0, model="independent")
     flags = post.informed()
     assert flags["precision"] and not flags["recall"] and not flags["npv"]
     assert pop.size == truth.size
     every = np.concatenate([np.flatnonzero(strata.assignment == k)[:30] for k in range(10)])
-    full = be.estimate(strata, (every, truth[every]), draws=2000, rng=0)
+    full = be.estimate(strata, (every, truth[every]), draws=2000, rng=0, model="independent")
     assert all(full.informed().values()) and full.prior_only == ()
 
 
@@ -96,8 +100,8 @@ def test_prior_group_does_not_change_the_posterior_draws():
     strata = be.stratify(pop, n_strata=4)
     ids = rng.choice(5000, 200, replace=False)
     labels = rng.random(200) < 0.5
-    a = be.estimate(strata, (ids, labels), draws=2000, rng=5)
-    b = be.estimate(strata, (ids, labels), draws=2000, rng=5)
+    a = be.estimate(strata, (ids, labels), draws=2000, rng=5, model="independent")
+    b = be.estimate(strata, (ids, labels), draws=2000, rng=5, model="independent")
     np.testing.assert_array_equal(a.draws("f1"), b.draws("f1"))
     np.testing.assert_array_equal(
         a.datatree["prior"]["f1"].values, b.datatree["prior"]["f1"].values

@@ -16,7 +16,7 @@ def post(small_pop):
     strata = be.stratify(pop, n_strata=5)
     rng = np.random.default_rng(0)
     ids = rng.choice(pop.size, 500, replace=False)
-    return be.estimate(strata, (ids, truth[ids]), draws=8000, rng=1)
+    return be.estimate(strata, (ids, truth[ids]), draws=8000, rng=1, model="independent")
 
 
 def test_datatree_groups_and_dims(post):
@@ -99,7 +99,7 @@ def test_single_stratum_per_side_reproduces_unstratified_counts():
     strata = be.stratify(pop, n_strata=1)
     ids = rng.choice(5000, 400, replace=False)
     pred, t = pop.predictions[ids], truth[ids]
-    a = be.estimate(strata, (ids, t), draws=20000, rng=0)
+    a = be.estimate(strata, (ids, t), draws=20000, rng=0, model="independent")
     b = be.estimate_counts(
         int(np.sum(t & pred)),
         int(np.sum(~t & pred)),
@@ -118,8 +118,10 @@ def test_infinite_population_is_wider(small_pop):
     pop, truth = small_pop
     strata = be.stratify(pop, n_strata=2)
     ids = np.arange(0, 10_000, 2)  # half the population labelled
-    fin = be.estimate(strata, (ids, truth[ids]), draws=8000, rng=0)
-    inf = be.estimate(strata, (ids, truth[ids]), draws=8000, rng=0, finite_population=False)
+    fin = be.estimate(strata, (ids, truth[ids]), draws=8000, rng=0, model="independent")
+    inf = be.estimate(
+        strata, (ids, truth[ids]), draws=8000, rng=0, finite_population=False, model="independent"
+    )
     assert fin.std("f1") < inf.std("f1")
     assert fin.datatree.attrs["finite_population"] == 1
 
@@ -147,7 +149,7 @@ def test_bad_estimate_input(small_pop, kwargs, exc, match):
     pop, truth = small_pop
     strata = be.stratify(pop, n_strata=2)
     with pytest.raises(exc, match=match):
-        be.estimate(strata, ([0, 1], truth[:2]), **kwargs)
+        be.estimate(strata, ([0, 1], truth[:2]), **{"model": "independent", **kwargs})
 
 
 def test_bad_levels(post):
@@ -161,7 +163,7 @@ def test_bad_levels(post):
     with pytest.raises(ValueError, match="metric"):
         post.mean("auc")
     with pytest.raises(TypeError, match="strata"):
-        be.estimate(object(), None)
+        be.estimate(object(), None, model="independent")
 
 
 def test_bad_counts():
@@ -177,6 +179,6 @@ def test_reproducible_from_seed(small_pop):
     pop, truth = small_pop
     strata = be.stratify(pop, n_strata=3)
     ids = np.arange(100)
-    a = be.estimate(strata, (ids, truth[ids]), draws=2000, rng=42)
-    b = be.estimate(strata, (ids, truth[ids]), draws=2000, rng=42)
+    a = be.estimate(strata, (ids, truth[ids]), draws=2000, rng=42, model="independent")
+    b = be.estimate(strata, (ids, truth[ids]), draws=2000, rng=42, model="independent")
     assert np.array_equal(a.draws("f1"), b.draws("f1"))

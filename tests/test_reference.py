@@ -45,6 +45,7 @@ def test_one_stratum_infinite_precision_matches_beta_ppf(sampler, h, n):
         draws=40_000,
         rng=123,
         sampler=sampler,
+        model="independent",
     )
     x = post.draws("precision")
     ref = stats.beta(h + 0.5, n - h + 0.5)
@@ -61,7 +62,13 @@ def test_jeffreys_interval_matches_statsmodels(h, n):
     # equal-tailed interval of Beta(h + 1/2, n - h + 1/2) (checked with statsmodels 0.15)
     strata, labels = _one_stratum(8000, h, n)
     post = be.estimate(
-        strata, labels, prior="jeffreys", finite_population=False, draws=40_000, rng=7
+        strata,
+        labels,
+        prior="jeffreys",
+        finite_population=False,
+        draws=40_000,
+        rng=7,
+        model="independent",
     )
     x = post.draws("precision")
     for prob in (0.9, 0.95):
@@ -84,6 +91,7 @@ def test_fully_labelled_population_is_a_point_mass(sampler, prior):
         draws=5000,
         rng=0,
         sampler=sampler,
+        model="independent",
     )
     truth = lp.true_metrics()
     assert set(post.metrics) == set(truth)
@@ -98,7 +106,9 @@ def test_fully_labelled_positive_side_only():
     # a precision audit may hold only predicted positives
     lp = datasets.synthetic(2000, prevalence=0.5, threshold=0.0, rng=1)  # all predicted positive
     strata = be.stratify(lp.population, n_strata=3)
-    post = be.estimate(strata, lp.labels_for(lp.population.ids), draws=3000, rng=0)
+    post = be.estimate(
+        strata, lp.labels_for(lp.population.ids), draws=3000, rng=0, model="independent"
+    )
     np.testing.assert_allclose(post.draws("precision"), lp.true_metrics()["precision"], atol=1e-12)
 
 

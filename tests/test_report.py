@@ -38,7 +38,7 @@ def material():
     pop = be.Population(scores, threshold=0.5)
     strata = be.stratify(pop, n_strata=3)
     ids = rng.choice(20_000, 400, replace=False)
-    post = be.estimate(strata, (ids, truth[ids]), draws=4000, rng=0)
+    post = be.estimate(strata, (ids, truth[ids]), draws=4000, rng=0, model="independent")
     cal = calibrate_sequential(
         strata, metric="f1", target=0.75, budget=400, n_sims=1000, max_mcse=0.01, rng=0
     )
@@ -329,7 +329,7 @@ def precision_only_report(tmp_path_factory):
     pop = be.Population(scores, threshold=float(np.quantile(scores, 0.976)))
     strata = be.stratify(pop, n_strata=5)
     ids = rng.choice(np.flatnonzero(pop.predictions), 300, replace=False)
-    post = be.estimate(strata, (ids, truth[ids]), draws=4000, rng=0)
+    post = be.estimate(strata, (ids, truth[ids]), draws=4000, rng=0, model="independent")
     out = tmp_path_factory.mktemp("prior_only") / "precision_audit.html"
     write_report(post, out, metric="precision", target=0.5)
     return post, out

@@ -84,7 +84,14 @@ def test_pearson3_matches_exact_monte_carlo(metric, n, h):
     + 4 MC standard errors."""
     st = _strata(SIZES, PRED)
     post = estimate_from_stratum_counts(
-        st, np.array(n), np.array(h), draws=200_000, rng=3, metrics=(metric,), sampler="exact"
+        st,
+        np.array(n),
+        np.array(h),
+        draws=200_000,
+        rng=3,
+        metrics=(metric,),
+        sampler="exact",
+        model="independent",
     )
     x = post.draws(metric)
     for q, budget in ((0.10, 0.010), (0.01, 0.002), (0.005, 0.002)):

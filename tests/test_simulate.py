@@ -143,12 +143,16 @@ def test_stop_rules_vectorised_and_fallback(lp):
         "draws": 300,
         "rng": 4,
     }
-    out = be.simulate((pop, truth), designs="random", stop=AtLeast(), **kw)["random"]
+    out = be.simulate((pop, truth), designs="random", stop=AtLeast(), **kw, model="independent")[
+        "random"
+    ]
     assert out["n_labels"].values.tolist() == [60] * 5
     assert (out["stopped_by"].values == "enough").all()
     assert np.isnan(out["trajectory_mean"].values[:, 3:]).all()
     rule = be.stop.HalfWidth(0.08, rounds=2) | be.stop.Budget(200)
-    out = be.simulate((pop, truth), designs="random", stop=rule, **kw)["random"]
+    out = be.simulate((pop, truth), designs="random", stop=rule, **kw, model="independent")[
+        "random"
+    ]
     used = out["n_labels"].values
     assert (used <= 200).all() and (used >= 40).all()
     why = set(out["stopped_by"].values.tolist())
@@ -169,6 +173,7 @@ def test_oracle_design_gets_true_rates(lp):
         n_reps=3,
         draws=200,
         rng=5,
+        model="independent",
     )
     assert out["neyman_oracle"]["n_labels"].values.tolist() == [100] * 3
 
@@ -288,16 +293,18 @@ def test_batched_designs_match_per_replication(lp, design, metric):
         "rng": 11,
         "stop": be.stop.HalfWidth(0.1, rounds=1),
     }
-    got = be.simulate((pop, truth), designs=design, **kw)[design]
+    got = be.simulate((pop, truth), designs=design, **kw, model="independent")[design]
     rates = truth_counts(strata, truth) / strata.sizes
     inner = be.make_design(design, **({"rates": rates} if design == "neyman_oracle" else {}))
-    ref = be.simulate((pop, truth), designs={design: _PerReplication(inner)}, **kw)[design]
+    ref = be.simulate(
+        (pop, truth), designs={design: _PerReplication(inner)}, **kw, model="independent"
+    )[design]
     np.testing.assert_array_equal(got["n"].values, ref["n"].values)
     np.testing.assert_array_equal(got["h"].values, ref["h"].values)
     np.testing.assert_array_equal(got["estimate"].values, ref["estimate"].values)
     assert (got["stopped_by"].values == ref["stopped_by"].values).all()
     # and reproducible from the seed
-    again = be.simulate((pop, truth), designs=design, **kw)[design]
+    again = be.simulate((pop, truth), designs=design, **kw, model="independent")[design]
     np.testing.assert_array_equal(again["estimate"].values, got["estimate"].values)
 
 
@@ -320,9 +327,11 @@ def test_batched_designs_same_distribution(lp, design, options):
         "rng": 12,
         "trajectory": False,
     }
-    got = be.simulate((pop, truth), designs={"d": (design, options)}, **kw)["d"]
+    got = be.simulate((pop, truth), designs={"d": (design, options)}, **kw, model="independent")[
+        "d"
+    ]
     per = _PerReplication(be.make_design(design, **options))
-    ref = be.simulate((pop, truth), designs={"d": per}, **kw)["d"]
+    ref = be.simulate((pop, truth), designs={"d": per}, **kw, model="independent")["d"]
     a, b = got["n"].values, ref["n"].values
     assert (a.sum(axis=1) == 60).all() and (b.sum(axis=1) == 60).all()
     se = np.sqrt(a.var(axis=0, ddof=1) / a.shape[0] + b.var(axis=0, ddof=1) / b.shape[0])

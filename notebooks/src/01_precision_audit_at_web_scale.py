@@ -76,6 +76,7 @@ for method in ("equal_width", "equal_size"):
         draws=1000,
         rng=1,
         trajectory=False,
+        model="independent",  # exact and fast to calibrate/simulate; see README "Models"
     )
     base = float(res["random"].n_labels.mean())
     for design, ds in res.items():
@@ -118,7 +119,13 @@ web_truth = big.truth[flag]
 t0 = time.perf_counter()
 web_strata = be.stratify(web, n_strata=10)
 audit = be.Audit(
-    web, strata=web_strata, metric="precision", design="posterior_variance", rng=0, draws=4000
+    web,
+    strata=web_strata,
+    metric="precision",
+    design="posterior_variance",
+    rng=0,
+    draws=4000,
+    model="independent",
 )
 setup = time.perf_counter() - t0
 times = []

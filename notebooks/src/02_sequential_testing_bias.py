@@ -61,6 +61,7 @@ cal = sequential.calibrate_sequential(
     n_sims=N_SIMS,
     max_mcse=MAX_MCSE,
     rng=0,
+    model="independent",  # exact and fast to calibrate/simulate; see README "Models"
 )
 shown = [0.5, 0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 0.995, 0.999]
 curve = cal.curve[["actual", "mcse"]].sel(nominal=shown, method="nearest").to_dataframe()
@@ -146,6 +147,7 @@ for label, claim in (("claim = truth", target), ("claim = truth - 0.05", target 
             draws=1000,
             rng=2,
             trajectory=False,
+            model="independent",
         )["proportional"]
         accepted = (res.stopped_by.astype(str) != "budget").values
         out[(label, rule_name)] = {

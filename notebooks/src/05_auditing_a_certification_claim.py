@@ -61,6 +61,7 @@ audit = be.Audit(
     rng=7,
     path=audit_dir,
     draws=4000,
+    model="independent",  # exact and fast to calibrate/simulate; see README "Models"
 )
 rule = be.stop.Accept(CLAIM, level=LEVEL, corrected=True, n_sims=N_SIMS, max_mcse=MAX_MCSE)
 print(strata)
@@ -94,6 +95,7 @@ first = be.Audit(
     rng=11,
     path=judge_dir,
     draws=4000,
+    model="independent",
 )
 first.register_claim(Claim("f1", CLAIM, LEVEL, batch_size=BATCH, budget=BUDGET))
 first.close()
@@ -154,7 +156,9 @@ print(cert)
 
 # %%
 naive = be.certify(result.posterior, metric="f1", target=CLAIM, level=LEVEL)
-peek = be.Audit(pop, strata=strata, metric="f1", design="proportional", rng=7, draws=4000)
+peek = be.Audit(
+    pop, strata=strata, metric="f1", design="proportional", rng=7, draws=4000, model="independent"
+)
 peek_result = peek.run(
     data.oracle,
     budget=BUDGET,
