@@ -46,6 +46,8 @@ OLD_CACHE = ("population_cache.npz", "population_cache.json")
 RESULTS = Path(__file__).parent / "results" / "bench_cli.txt"
 #: first line of the ``--status-only`` section of the results file
 STATUS_MARK = "status start-up (issue 18)"
+#: first line of the ``--models`` section (kept at the top of the results file)
+MODELS_MARK = "by model (--model)"
 
 
 def _env(src: Path | None, pycache: Path) -> dict[str, str]:
@@ -81,22 +83,37 @@ def _labels_from_batch(batch: Path, out: Path) -> None:
             w.writerow([row["id"], int(float(row["score"]) > 0.4)])
 
 
-def _init(audit: Path, csv_file: Path, env: dict[str, str]) -> tuple[float, float]:
+def _init(
+    audit: Path, csv_file: Path, env: dict[str, str], model: str | None = None
+) -> tuple[float, float]:
     shutil.rmtree(audit, ignore_errors=True)
     return timed(
         ["init", str(audit), "--scores", str(csv_file), "--score-col", "p", "--id-col", "id",
-         "--threshold", "0.5", "--strata", "10", "--design", "proportional"],
+         "--threshold", "0.5", "--strata", "10", "--design", "proportional",
+         *(["--model", model] if model else [])],
         env,
     )  # fmt: skip
 
 
 def run_commands(
-    tmp: Path, csv_file: Path, env: dict[str, str], tag: str, *, rounds: tuple = ()
+    tmp: Path,
+    csv_file: Path,
+    env: dict[str, str],
+    tag: str,
+    *,
+    rounds: tuple = (),
+    model: str | None = None,
+    history: int = 0,
 ) -> list[tuple]:
-    """``init``, then ``next``/``record`` per round (``(label, drop the stored arrays)``) and
-    ``status``; the rows (command, wall s, peak MB)."""
+    """``init`` (with ``--model model`` when given), then ``next``/``record`` per round
+    (``(label, drop the stored arrays)``) and ``status``; the rows (command, wall s, peak MB)."""
     audit = tmp / f"audit_{tag}"
-    rows = [("init (parse, hash, store)", *_init(audit, csv_file, env))]
+    rows = [("init (parse, hash, store)", *_init(audit, csv_file, env, model))]
+    if history:  # earlier batches, made in one process (not timed): a long-running audit
+        subprocess.run(
+            [sys.executable, "-c", _HISTORY, str(audit), str(history)],
+            env=env, cwd=env["BENCH_CWD"], check=True, capture_output=True,
+        )  # fmt: skip
     batch, labels = tmp / f"b_{tag}.csv", tmp / f"l_{tag}.csv"
     rounds = rounds or (("no stored arrays", True), ("stored", False), ("stored", False))
     for label, drop in rounds:
@@ -116,6 +133,20 @@ def run_commands(
     wall, rss = timed(["status", str(audit)], env)
     rows.append(("status (stored, no lock)", wall, rss))
     return rows
+
+
+#: ``history`` rounds of ``next -n 20`` / ``record`` in one process, as the CLI makes them
+_HISTORY = """
+import sys
+from pathlib import Path
+from bayes_eval.cli._directory import _open
+opened = _open(Path(sys.argv[1]), write=True)
+audit, pop = opened.audit, opened.population
+for _ in range(int(sys.argv[2])):
+    ids = audit.propose(20)
+    audit.record(ids, pop.scores_at(pop.positions_of(ids)) > 0.4)
+audit.close()
+"""
 
 
 def status_runs(audit: Path, envs: dict[str, dict[str, str]], runs: int) -> dict[str, list]:
@@ -156,15 +187,54 @@ def status_section(n: int, size_mb: float, runs: dict[str, list], note: str) -> 
     return lines
 
 
+def models_section(
+    n: int, size_mb: float, results: dict[str, list], note: str, history: int = 0
+) -> list[str]:
+    """The ``--models`` section: the same commands for every model, in the same run."""
+    history = f", after {history} earlier batches of 20 (not timed)" if history else ""
+    tags = list(results)
+    lines = [
+        f"{MODELS_MARK}: bayes-eval CLI on N={n:,} rows (CSV {size_mb:,.0f} MB, integer ids), "
+        f"`init --model M`, 10 strata per side, design proportional{history}; "
+        f"{os.cpu_count()} cores shared; one fresh process per command; bytecode compiled; "
+        "numba kernels cached; wall s and peak MB",
+        f"{'command':32s}" + "".join(f" {t[:14]:>14s} {'MB':>6s}" for t in tags),
+    ]
+    for i, row in enumerate(results[tags[0]]):
+        line = f"{row[0]:32s}"
+        for t in tags:
+            _, wall, rss = results[t][i]
+            line += f" {wall:14.2f} {rss:6.0f}"
+        lines.append(line)
+    if note:
+        lines.append(note)
+    return lines
+
+
 def _write(main_lines: list[str] | None, status_lines: list[str] | None) -> str:
     """Rewrite one section of the results file and keep the other."""
     old = RESULTS.read_text() if RESULTS.exists() else ""
+    models = ""
+    while old.startswith(MODELS_MARK):  # the by-model sections stay first, unchanged
+        section, _, old = old.partition("\n\n")
+        models += section + "\n\n"
     head, mark, tail = old.partition(STATUS_MARK)
     kept_main = head.rstrip("\n").splitlines()
     kept_status = (mark + tail).rstrip("\n").splitlines() if mark else []
     lines = (main_lines if main_lines is not None else kept_main) + [""]
     lines += status_lines if status_lines is not None else kept_status
-    text = "\n".join(lines).strip("\n") + "\n"
+    text = models + "\n".join(lines).strip("\n") + "\n"
+    RESULTS.write_text(text)
+    return text
+
+
+def _write_models(lines: list[str], keep_models: bool = False) -> str:
+    """Put the by-model section first and keep everything else of the results file (also the
+    previous by-model section when ``keep_models``: a ``--history`` run adds to it)."""
+    old = RESULTS.read_text() if RESULTS.exists() else ""
+    if old.startswith(MODELS_MARK) and not keep_models:  # replace the previous section
+        old = old.split("\n\n", 1)[1] if "\n\n" in old else ""
+    text = "\n".join(lines) + "\n\n" + old
     RESULTS.write_text(text)
     return text
 
@@ -186,6 +256,20 @@ def main() -> None:
     parser.add_argument("--status-only", action="store_true")
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--baseline-note", default="", help="What the baseline code is.")
+    parser.add_argument(
+        "--history",
+        type=int,
+        default=0,
+        help="With --models: batches of 20 proposed and recorded (in one process, not timed) "
+        "after init, before the timed commands: the cost late in an audit.",
+    )
+    parser.add_argument(
+        "--models",
+        default="",
+        help="Comma-separated models (e.g. independent,pooled): run the commands once per "
+        "model (`init --model M`) in the same run and write the by-model section only; a "
+        "model written NAME@SRC runs with the package at SRC (e.g. a patched tree).",
+    )
     args = parser.parse_args()
     n = args.n
     tmp = Path(tempfile.mkdtemp(prefix="bench_cli_"))
@@ -199,6 +283,24 @@ def main() -> None:
             subprocess.run(
                 [*CMD, "--help"], capture_output=True, env=env, check=True, cwd=env["BENCH_CWD"]
             )
+        if args.models:
+            results = {}
+            rounds = (("stored", False),) * 2 if args.history else ()
+            for spec in args.models.split(","):
+                model, _, src = spec.partition("@")
+                env = _env(Path(src).resolve() if src else None, tmp / f"pyc_{len(results)}")
+                subprocess.run(
+                    [*CMD, "--help"], capture_output=True, env=env, check=True,
+                    cwd=env["BENCH_CWD"],
+                )  # fmt: skip
+                tag = f"{len(results)}"
+                results[spec if not src else f"{model}*"] = run_commands(
+                    tmp, csv_file, env, tag, model=model, history=args.history, rounds=rounds
+                )
+            note = args.baseline_note
+            section = models_section(n, size_mb, results, note, args.history)
+            print(_write_models(section, keep_models=bool(args.history)))
+            return
         if args.status_only:
             stored = (("stored", False),) * 3
             run_commands(tmp, csv_file, envs["current"], "current", rounds=stored)

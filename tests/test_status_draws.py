@@ -168,8 +168,10 @@ print("HEAVY", heavy, file=sys.stderr)
 """
 
 
-def test_status_imports_neither_xarray_nor_pandas(tmp_path):
-    """Start-up of ``status`` (issue 18): what it imports, not how long it takes."""
+@pytest.mark.parametrize("model", ["independent", "pooled"])
+def test_status_imports_neither_xarray_nor_pandas(tmp_path, model):
+    """Start-up of ``status`` (issue 18): what it imports, not how long it takes (also with
+    ``init --model pooled``, whose draws take the same numpy path)."""
     pop, _ = _strata()
     scores = tmp_path / "scores.csv"
     scores.write_text("id,p\n" + "".join(f"{i},{s:.6f}\n" for i, s in enumerate(pop.scores)))
@@ -179,6 +181,7 @@ def test_status_imports_neither_xarray_nor_pandas(tmp_path):
         [
             "init", str(cli_dir), "--scores", str(scores), "--score-col", "p", "--id-col", "id",
             "--threshold", "0.7", "--strata", "4", "--design", "proportional",
+            "--model", model,
         ],
     )  # fmt: skip
     assert res.exit_code == 0, res.output
@@ -193,6 +196,7 @@ def test_status_imports_neither_xarray_nor_pandas(tmp_path):
         assert "HEAVY []" in out.stderr, out.stderr
     data = json.loads(out.stdout)
     assert set(data["metrics"]["f1"]) == {"mean", "sd", "lower", "upper", "prior_only"}
+    assert data["model"] == model
 
 
 def test_status_draws_of_another_model_are_its_posterior():

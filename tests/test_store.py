@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -108,14 +109,15 @@ def test_dask_like_populations_are_not_stored(tmp_path):
     assert not (tmp_path / STORE_DIR).exists()
 
 
-def _init(tmp_path, n=3000):
+def _init(tmp_path, n=3000, model=None):
     rng = np.random.default_rng(1)
     frame = pd.DataFrame({"id": np.arange(n) * 3 + 1, "p": rng.random(n)})
     scores = tmp_path / "s.csv"
     frame.to_csv(scores, index=False, float_format="%.6f")
     audit = tmp_path / "audit"
     res = _cli("init", audit, "--scores", scores, "--score-col", "p", "--id-col", "id",
-               "--threshold", "0.5", "--strata", "3", "--design", "proportional")  # fmt: skip
+               "--threshold", "0.5", "--strata", "3", "--design", "proportional",
+               *(["--model", model] if model else []))  # fmt: skip
     assert res.exit_code == 0, res.output
     return audit, scores
 
@@ -171,17 +173,36 @@ _NO_HEAVY = textwrap.dedent(
     pos = pop.positions_of(ids)
     text = batch_csv(pop.ids_at(pos), pop.scores_at(pos), audit.strata.stratum_of(pos))
     audit.record(ids, [1, 0, 1, 0, 1])
-    heavy = [m for m in ("pandas", "xarray", "scipy", "arviz_stats") if m in sys.modules]
+    allowed = set(sys.argv[2].split()) if len(sys.argv) > 2 else set()
+    roots = ("pandas", "xarray", "scipy", "arviz_stats")
+    heavy = sorted(
+        m for m in sys.modules
+        if m.split(".")[0] in roots and m.count(".") <= 1 and not m.split(".")[-1].startswith("_")
+        and m not in allowed and m not in ("scipy.version",)
+    )
     print(len(text.splitlines()), audit.n_labels, heavy)
     """
 )
 
 
-def test_proposing_and_recording_from_the_store_import_no_pandas_xarray_scipy(tmp_path):
-    audit, _ = _init(tmp_path)
+#: what ``import numba`` loads of scipy by itself (its version check imports the bare package,
+#: and loading a cached kernel imports ``scipy.linalg.cython_blas`` for numba's linear algebra):
+#: allowed under the pooled model; every other scipy module (scipy.special, ...) is not
+_NUMBA_SCIPY = "scipy scipy.linalg"
+
+_MODELS = ["independent", "pooled"]
+
+
+@pytest.mark.parametrize("model", _MODELS)
+def test_proposing_and_recording_from_the_store_import_no_pandas_xarray_scipy(tmp_path, model):
+    audit, _ = _init(tmp_path, model=model)
     _next(audit, tmp_path / "b.csv")  # the store exists from here on
+    allowed = _NUMBA_SCIPY if model == "pooled" else ""
     res = subprocess.run(
-        [sys.executable, "-c", _NO_HEAVY, str(audit)], capture_output=True, text=True, check=True
+        [sys.executable, "-c", _NO_HEAVY, str(audit), allowed],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert res.stdout.split() == ["6", "5", "[]"], res.stdout + res.stderr
 
@@ -264,16 +285,24 @@ _CLI_NO_HEAVY = textwrap.dedent(
         app(sys.argv[1:])
     except SystemExit as exc:
         assert not exc.code, exc.code
-    heavy = [m for m in ("pandas", "xarray", "scipy", "arviz_stats") if m in sys.modules]
+    allowed = set(ALLOWED.split())
+    roots = ("pandas", "xarray", "scipy", "arviz_stats")
+    heavy = sorted(
+        m for m in sys.modules
+        if m.split(".")[0] in roots and m.count(".") <= 1 and not m.split(".")[-1].startswith("_")
+        and m not in allowed and m not in ("scipy.version",)
+    )
     print("HEAVY", heavy, file=sys.stderr)
     """
 )
 
 
-def test_cli_next_and_record_import_no_pandas_xarray_scipy(tmp_path):
-    audit, _ = _init(tmp_path)
+@pytest.mark.parametrize("model", _MODELS)
+def test_cli_next_and_record_import_no_pandas_xarray_scipy(tmp_path, model):
+    audit, _ = _init(tmp_path, model=model)
     _next(audit, tmp_path / "b0.csv")  # the store exists from here on
-    run = [sys.executable, "-c", _CLI_NO_HEAVY]
+    allowed = _NUMBA_SCIPY if model == "pooled" else ""
+    run = [sys.executable, "-c", f"ALLOWED = {allowed!r}\n" + _CLI_NO_HEAVY]
     batch, labels = tmp_path / "b.csv", tmp_path / "l.csv"
     res = subprocess.run([*run, "next", str(audit), "-n", "4", "--out", str(batch)],
                          capture_output=True, text=True, check=True)  # fmt: skip
@@ -283,3 +312,179 @@ def test_cli_next_and_record_import_no_pandas_xarray_scipy(tmp_path):
     res = subprocess.run([*run, "record", str(audit), str(labels)],
                          capture_output=True, text=True, check=True)  # fmt: skip
     assert "HEAVY []" in res.stderr and "4 new label(s)" in res.stdout, res.stdout + res.stderr
+
+
+# ------------------------------------------------------------------ --model and the stored profile
+def test_init_model_is_recorded_used_and_named(tmp_path):
+    from bayes_eval.ledger import read_manifest
+
+    audit, _ = _init(tmp_path, model="pooled")
+    assert read_manifest(audit)["model"] == "pooled"
+    assert json.loads((audit / "cli.json").read_text())["model"] == "pooled"
+    _next(audit, tmp_path / "b.csv")
+    res = _cli("status", audit, "--json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["model"] == "pooled"
+    assert "model pooled" in _cli("status", audit).stdout
+    res = _cli("certify", audit, "--target", "0.2", "--uncorrected", "--json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["model"] == "pooled"
+    (tmp_path / "d").mkdir()
+    default, _ = _init(tmp_path / "d")
+    assert read_manifest(default)["model"] == be.models.DEFAULT_MODEL
+
+
+def test_init_refuses_an_unknown_model_and_writes_nothing(tmp_path):
+    scores = tmp_path / "s.csv"
+    scores.write_text("p\n0.1\n0.7\n")
+    res = _cli("init", tmp_path / "a", "--scores", scores, "--score-col", "p",
+               "--threshold", "0.5", "--model", "bogus")  # fmt: skip
+    assert res.exit_code == 1
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), res.stderr
+    for word in ("--model", "bogus", "independent", "pooled", "hierarchical"):
+        assert word in lines[0], lines[0]
+    assert not (tmp_path / "a").exists()
+
+
+def _profile_arrays(prof):
+    return [prof.x, prof.weight, prof.sizes, prof.predicted, prof.kind, prof.center]
+
+
+def _same_profile(a, b):
+    for u, v in zip(_profile_arrays(a), _profile_arrays(b), strict=True):
+        assert np.array_equal(u, v) if isinstance(u, np.ndarray) else u == v
+
+
+def _no_scan(monkeypatch):
+    """Make computing a score profile an error (what a stored profile must avoid)."""
+    import bayes_eval.models._profile as prof_mod
+
+    calls = []
+
+    def refuse(*args, **kwargs):
+        calls.append(1)
+        raise AssertionError("the score profile was computed, not read from the store")
+
+    monkeypatch.setattr(prof_mod, "score_profile", refuse)  # the O(N) pass itself
+    return calls
+
+
+def test_pooled_profile_is_stored_at_init_and_read_by_later_commands(tmp_path, monkeypatch):
+    from bayes_eval.cli._directory import _open
+    from bayes_eval.models._profile import profile_of_strata
+
+    audit, _ = _init(tmp_path, model="pooled")
+    assert (audit / STORE_DIR / "profile.json").is_file()
+    store = open_store(audit)
+    want = profile_of_strata(be.stratify(store.population, n_strata=3))
+    _same_profile(store.strata.score_profile, want)
+    _no_scan(monkeypatch)
+    for write in (True, False):  # next/record, and status (estimate)
+        opened = _open(audit, write=write)
+        if write:
+            ids = opened.audit.propose(6)
+            opened.audit.record(ids, [1, 0, 1, 0, 0, 1])
+        else:
+            assert opened.audit.estimate(draws=200).n_labels == 6
+        opened.audit.close()
+    for command in (("status", audit), ("next", audit, "-n", "3")):
+        res = _cli(*command)
+        assert res.exit_code == 0, res.output
+
+
+def test_old_directory_computes_the_profile_once_and_stores_it(tmp_path, monkeypatch):
+    from bayes_eval.cli._directory import _open
+
+    audit, _ = _init(tmp_path, model="pooled")
+    _next(audit, tmp_path / "b.csv")
+    files = sorted((audit / STORE_DIR).glob("profile*"))
+    want = open_store(audit).strata.score_profile
+    for f in files:  # as written by the previous release: stored arrays, no profile
+        f.unlink()
+    assert open_store(audit).strata.score_profile is None
+    opened = _open(audit)  # a reader computes it, and writes nothing
+    _same_profile(opened.audit.strata.score_profile, want)
+    assert not (audit / STORE_DIR / "profile.json").exists()
+    opened = _open(audit, write=True)  # the first writer stores it
+    opened.audit.close()
+    assert sorted((audit / STORE_DIR).glob("profile*")) == files
+    calls = _no_scan(monkeypatch)
+    _next(audit, tmp_path / "b2.csv")
+    assert calls == []
+
+
+def test_a_damaged_or_foreign_profile_is_not_used(tmp_path):
+    audit, _ = _init(tmp_path, model="pooled")
+    good = open_store(audit).strata.score_profile
+    (audit / STORE_DIR / "profile_x.npy").write_bytes(b"torn")
+    assert open_store(audit).strata.score_profile is None
+    from bayes_eval.audit._store import write_profile
+
+    write_profile(audit / STORE_DIR, good)
+    assert open_store(audit).strata.score_profile is not None
+    meta = json.loads((audit / STORE_DIR / "profile.json").read_text())
+    meta["recipe"]["bins"] = 128  # made by another recipe: made again
+    (audit / STORE_DIR / "profile.json").write_text(json.dumps(meta))
+    assert open_store(audit).strata.score_profile is None
+
+
+# ------------------------------------------------------------------ the design priors' memo
+def _pooled_audit(tmp_path, rounds=4):
+    pop, truth = _population("int", 4000)
+    strata = be.stratify(pop, n_strata=3)
+    kw = {"strata": strata, "metric": "f1", "design": "posterior_variance", "rng": 5}
+    twin = be.Audit(pop, model="pooled", **kw)
+    with be.Audit(pop, model="pooled", path=tmp_path / "a", **kw) as audit:
+        for _ in range(rounds):
+            for a in (audit, twin):
+                ids = a.propose(15)
+                a.record(ids, truth[pop.positions_of(ids)])
+    return pop, strata, twin
+
+
+def test_reopening_a_pooled_audit_takes_the_design_priors_from_the_memo(tmp_path, monkeypatch):
+    from bayes_eval.audit import _audit
+    from bayes_eval.audit._memo import MEMO_NAME
+
+    pop, strata, twin = _pooled_audit(tmp_path)
+    memo = tmp_path / "a" / MEMO_NAME
+    assert len(memo.read_text().splitlines()) == 1 + 4  # header + the state of every proposal
+    want = twin.design_state()
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the model was fitted again")
+
+    with monkeypatch.context() as m:
+        m.setattr(_audit, "design_prior", refuse)
+        with be.Audit.open(tmp_path / "a", pop, strata=strata, read_only=True) as b:
+            assert b.n_labels == twin.n_labels  # the replay fitted nothing
+        memo.unlink()
+        with pytest.raises(AssertionError, match="fitted again"):
+            be.Audit.open(tmp_path / "a", pop, strata=strata)
+    with be.Audit.open(tmp_path / "a", pop, strata=strata) as c:  # refits, and keeps them again
+        state = c.design_state()
+        assert np.array_equal(state.prior_a, want.prior_a)
+        assert np.array_equal(state.prior_b, want.prior_b)
+        assert np.array_equal(c.propose(15), twin.propose(15))
+    assert len(memo.read_text().splitlines()) == 1 + 5
+
+
+def test_a_damaged_or_foreign_memo_only_means_fitting_again(tmp_path):
+    from bayes_eval.audit._memo import MEMO_NAME
+
+    pop, strata, twin = _pooled_audit(tmp_path, rounds=3)
+    memo = tmp_path / "a" / MEMO_NAME
+    lines = memo.read_text().splitlines()
+    lines[2] = lines[2][:40]  # a damaged line
+    memo.write_text("\n".join(lines) + '\n{"n": [1,')  # and a torn last one
+    with be.Audit.open(tmp_path / "a", pop, strata=strata) as b:
+        assert np.array_equal(b.propose(15), twin.propose(15))
+    rows = [json.loads(x) for x in memo.read_text().splitlines()[3:] if x.startswith('{"n":[')]
+    assert len(rows) >= 2  # the refitted state and the new proposal's, after the torn line
+    foreign = json.loads(memo.read_text().splitlines()[0])
+    foreign["manifest_sha256"] = "0" * 64
+    memo.write_text(json.dumps(foreign) + "\n" + "\n".join(memo.read_text().splitlines()[1:]))
+    with be.Audit.open(tmp_path / "a", pop, strata=strata) as c:
+        assert np.array_equal(c.propose(15), twin.propose(15))
+    assert json.loads(memo.read_text().splitlines()[0])["manifest_sha256"] != "0" * 64

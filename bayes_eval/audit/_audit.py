@@ -46,12 +46,13 @@ from .._sampler import make_sampler
 from .._validation import RNGLike, as_generator, check_bool, check_option, check_positive_int
 from ..designs import DesignState
 from ..labels import canonical_ids, new_labels
-from ..ledger import now, read_manifest
+from ..ledger import manifest_digest, now, read_manifest
 from ..metrics import METRICS
 from ..models import DEFAULT_MODEL, MODELS, design_prior
 from ..priors import Prior, resolve_prior
 from ._directory import AuditDirectory, replay
 from ._manifest import audit_seed, build_manifest, check_design, open_arguments
+from ._memo import PriorMemo
 from ._records import Claim, LookRecord, event_record
 
 if TYPE_CHECKING:
@@ -208,14 +209,22 @@ class Audit:
         self.id_kind = "int" if np.issubdtype(self._id_dtype, np.integer) else "str"
         self._dir: AuditDirectory | None = None
         self._broken: str | None = None
+        # the priors given to the design, by counts (a fitted model's only; see _memo)
+        self._memo: PriorMemo | None = None
+        if model != "independent" and self.path is None:
+            self._memo = PriorMemo(None, "", model, k)
         if self.path is not None:
             self._dir = AuditDirectory(self.path, read_only=self.read_only)
             records = self._dir.open(build_manifest(self), self, Audit._superseded)
             try:
+                if model != "independent":
+                    digest = manifest_digest(read_manifest(self.path))
+                    self._memo = PriorMemo(self.path, digest, model, k)
                 replay(self, records)
             except BaseException:
                 self.close()
                 raise
+            self._save_memo()
 
     # ------------------------------------------------------------------ persistence
     def close(self) -> None:
@@ -423,11 +432,34 @@ class Audit:
             name="label",
         )
 
+    def _design_prior(self) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`~bayes_eval.models.design_prior` at the current counts; for a fitted model,
+        remembered by counts (:mod:`bayes_eval.audit._memo`), so a replay refits only the
+        states it has not seen."""
+        memo = self._memo
+        hit = None if memo is None else memo.get(self._n, self._h)
+        if hit is None:
+            hit = design_prior(
+                self.model,
+                self.strata,
+                self._n,
+                self._h,
+                self.prior_a,
+                self.prior_b,
+                self._score_mean,
+            )
+            if memo is not None:
+                memo.put(self._n, self._h, *hit)
+        return hit
+
+    def _save_memo(self) -> None:
+        """Append the new design priors to the directory's memo (writers only)."""
+        if self._memo is not None and self._dir is not None and self._dir.ledger is not None:
+            self._memo.save()
+
     def design_state(self) -> DesignState:
         """The :class:`~bayes_eval.designs.DesignState` the next proposal will use."""
-        pa, pb = design_prior(
-            self.model, self.strata, self._n, self._h, self.prior_a, self.prior_b, self._score_mean
-        )
+        pa, pb = self._design_prior()
         return design_state(
             sizes=self._sizes,
             predicted=self._predicted,
@@ -505,6 +537,7 @@ class Audit:
             self._pending[key] = None
         self._drawn += counts
         self._round += 1
+        self._save_memo()
         return self._as_id_array(keys)
 
     def record(self, ids: Any, labels: Any, *, annotators: Any = None) -> int:

@@ -18,7 +18,20 @@ read-only memory maps, so a command reads only the pages it touches:
 ``store.json``         sizes, dtypes and byte sizes of the files, the population fingerprint,
                        the strata's manifest entry, the seed, and whatever the caller adds
                        (the command line records the population file's size, mtime and SHA-256)
+``profile_*.npy``      only for the pooled model: its
+                       :class:`~bayes_eval.models._profile.ScoreProfile` (arrays ``x``,
+                       ``weight``, ``sizes``, ``predicted``), with ``profile.json`` (``kind``,
+                       ``center``, the recipe, the files' dtypes and sizes) written last
 =====================  ======================================================================
+
+The pooled model's score profile is one O(N) pass over the scores and the strata
+(:func:`bayes_eval.models._profile.profile_of_strata`); it is computed once, at ``init``, and
+read back (a few kilobytes) by every later command. A store written without it (an older
+release, or another model) gets it on first use from :func:`ensure_profile`: computed from the
+stored arrays, and written by a writer. :func:`open_store` attaches a stored profile to the
+strata (``StoredStrata.score_profile``), which
+:func:`~bayes_eval.models._profile.score_profile_of` returns, so an in-process
+:class:`~bayes_eval.Audit` on the stored strata never scans the population either.
 
 The sampling order is the audit's own: inside stratum ``k``, items in increasing hash key of their
 id and the audit's seed (ties broken by id), exactly the order of
@@ -42,6 +55,8 @@ stratum is all the stratified estimators require.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -57,12 +72,15 @@ from ..ledger import fsync_dir, write_json_atomic
 from ..population import Population, SortedIds
 from ._manifest import strata_info
 
-__all__ = ["STORE_DIR", "StoredStrata", "open_store", "write_store"]
+__all__ = ["STORE_DIR", "StoredStrata", "ensure_profile", "open_store", "write_store"]
 
 STORE_DIR = "population"
 _META = "store.json"
 _FORMAT = "bayes_eval-store"
 _VERSION = 1
+_PROFILE = "profile.json"
+_PROFILE_FORMAT = "bayes_eval-score-profile"
+_PROFILE_ARRAYS = ("x", "weight", "sizes", "predicted")
 
 
 class StoredSampler:
@@ -140,6 +158,8 @@ class StoredStrata:
         self.assignment = assignment
         self.order = order
         self.offsets = offsets
+        #: the pooled model's stored score profile (None until stored or computed)
+        self.score_profile: Any = None
 
     @property
     def n_strata(self) -> int:
@@ -225,12 +245,15 @@ def write_store(
     seed: int,
     extra: dict[str, Any] | None = None,
     means: np.ndarray | None = None,
+    profile: Any = None,
 ) -> bool:
     """Write the store of an audit (see the module docstring); False when it cannot be stored.
 
     Only in-memory populations and strata with an in-memory assignment are stored (an
     out-of-core population is read as before). ``extra`` is kept in ``store.json``; ``means``
-    (the strata's mean scores, when the caller has them) saves a pass over the population.
+    (the strata's mean scores, when the caller has them) saves a pass over the population;
+    ``profile`` (the pooled model's :class:`~bayes_eval.models._profile.ScoreProfile` of
+    ``strata``) is stored with the arrays.
     """
     assignment = getattr(strata, "assignment", None)
     if type(population) is not Population or not isinstance(assignment, np.ndarray):
@@ -268,6 +291,8 @@ def write_store(
             "extra": extra or {},
         }
         write_json_atomic(tmp / _META, meta)
+        if profile is not None:
+            write_profile(tmp, profile)
         final = audit_dir / STORE_DIR
         if final.exists():
             shutil.rmtree(final)
@@ -296,6 +321,113 @@ def _load(directory: Path, name: str, meta: dict[str, Any]) -> np.ndarray | None
     if arr.dtype.str != want["dtype"] or list(arr.shape) != want["shape"]:
         return None
     return arr
+
+
+# ------------------------------------------------------------------ the pooled model's profile
+def _profile_recipe() -> dict[str, Any]:
+    """How a stored profile was made (a stored profile of another recipe is made again)."""
+    from ..models import _profile
+
+    bins = (_profile.profile_of_strata.__kwdefaults__ or {}).get("bins")
+    return {
+        "function": "profile_of_strata",
+        "bins": bins,
+        "cell_budget": getattr(_profile, "CELL_BUDGET", None),
+    }
+
+
+def write_profile(directory: str | Path, profile: Any) -> None:
+    """Store ``profile`` in the store directory ``directory``: every array atomically
+    (:func:`bayes_eval.ledger.write_bytes_atomic`), then ``profile.json``, so a profile is
+    complete exactly when ``profile.json`` describes the files present."""
+    from ..ledger import write_bytes_atomic
+
+    directory = Path(directory)
+    files: dict[str, Any] = {}
+    for name in _PROFILE_ARRAYS:
+        array = np.ascontiguousarray(getattr(profile, name))
+        buf = io.BytesIO()
+        np.save(buf, array, allow_pickle=False)
+        data = buf.getvalue()
+        write_bytes_atomic(directory / f"profile_{name}.npy", data)
+        files[name] = {"dtype": array.dtype.str, "shape": list(array.shape), "bytes": len(data)}
+    meta = {
+        "format": _PROFILE_FORMAT,
+        "version": 1,
+        "kind": str(profile.kind),
+        "center": float(profile.center),
+        "recipe": _profile_recipe(),
+        "files": files,
+    }
+    write_json_atomic(directory / _PROFILE, meta)
+
+
+def read_profile(directory: str | Path, strata: Any) -> Any:
+    """The :class:`~bayes_eval.models._profile.ScoreProfile` stored in the store directory
+    ``directory`` for ``strata``, or None (absent, incomplete, another recipe, other strata)."""
+    directory = Path(directory)
+    try:
+        meta = json.loads((directory / _PROFILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or meta.get("format") != _PROFILE_FORMAT:
+        return None
+    if meta.get("version") != 1 or meta.get("recipe") != _profile_recipe():
+        return None
+    if meta.get("kind") not in ("probability", "margin", "constant"):
+        return None
+    try:
+        files = {f"profile_{name}": want for name, want in meta["files"].items()}
+        arrays = {
+            name: _load(directory, f"profile_{name}", {"files": files}) for name in _PROFILE_ARRAYS
+        }
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if any(a is None for a in arrays.values()):
+        return None
+    x, weight = np.array(arrays["x"]), np.array(arrays["weight"])
+    sizes, predicted = np.array(arrays["sizes"]), np.array(arrays["predicted"])
+    k = int(strata.n_strata)
+    if (
+        x.dtype != np.float64
+        or weight.dtype != np.float64
+        or x.ndim != 2
+        or x.shape != weight.shape
+        or x.shape[0] != k
+        or sizes.dtype != np.int64
+        or predicted.dtype != bool
+        or not np.array_equal(sizes, np.asarray(strata.sizes, dtype=np.int64))
+        or not np.array_equal(predicted, np.asarray(strata.predicted, dtype=bool))
+    ):
+        return None
+    from ..models._profile import ScoreProfile
+
+    return ScoreProfile(x, weight, sizes, predicted, meta["kind"], float(meta["center"]))
+
+
+def attach_profile(strata: Any, profile: Any) -> None:
+    """Make ``profile`` the pooled model's score profile of ``strata``: sets
+    ``strata.score_profile``, which :func:`bayes_eval.models._profile.score_profile_of` (what
+    the pooled model and its design prior call) returns, so neither scans the population."""
+    strata.score_profile = profile
+
+
+def ensure_profile(audit_dir: str | Path, store: Store, *, write: bool) -> Any:
+    """The pooled model's score profile of a store: the stored one, or (a store without it,
+    e.g. written by an older release) computed once from the stored arrays, stored when
+    ``write`` (a writer command; a failure to write just means computing it again next time),
+    and attached to the stored strata (:func:`attach_profile`)."""
+    strata = store.strata
+    profile = strata.score_profile
+    if profile is None:
+        from ..models._profile import profile_of_strata
+
+        profile = profile_of_strata(strata)  # the one O(N) pass, over the memory maps
+        if write:
+            with contextlib.suppress(OSError):
+                write_profile(Path(audit_dir) / STORE_DIR, profile)
+        attach_profile(strata, profile)
+    return profile
 
 
 def open_store(audit_dir: str | Path) -> Store | None:
@@ -338,4 +470,8 @@ def open_store(audit_dir: str | Path) -> Store | None:
         arrays["order"],
         np.asarray(meta["offsets"], dtype=np.int64),
     )
+    if (directory / _PROFILE).is_file():
+        profile = read_profile(directory, strata)
+        if profile is not None:
+            attach_profile(strata, profile)
     return Store(pop, strata, meta.get("extra", {}))

@@ -5,9 +5,10 @@ Commands
 ``demo``
     An end-to-end audit, offline, on the package's demo population with a simulated judge;
     prints the certification and writes a report.
-``init AUDIT --scores FILE ...``
+``init AUDIT --scores FILE ... [--model independent|pooled|hierarchical]``
     Create an audit directory for a scored population (Parquet or CSV) and pre-register its
-    claim (metric, target, level, batch size, budget, look schedule) in the ledger.
+    claim (metric, target, level, batch size, budget, look schedule) in the ledger. The model
+    (default :data:`bayes_eval.models.DEFAULT_MODEL`) is recorded and used by every command.
 ``next AUDIT -n 20 [--out batch.csv]``
     Items to label next, as CSV with columns ``id,score,stratum``.
 ``record AUDIT labels.csv [--id-col C] [--label-col C] [--annotator-col C]``

@@ -30,6 +30,7 @@ from ._app import (
 from ._directory import (
     CLI_FILE,
     CLI_FORMAT,
+    CLI_MODELS,
     _load_population,
     _open,
     _population_format,
@@ -74,6 +75,14 @@ def init(
     strata: Annotated[int, typer.Option(help="Strata per predicted side.")] = 10,
     method: Annotated[str, typer.Option(help="Stratification method.")] = "equal_size",
     prior: Annotated[str, typer.Option(help="jeffreys, uniform or 'a,b'.")] = "jeffreys",
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            help="Posterior model: independent, pooled or hierarchical (default: "
+            "bayes_eval.models.DEFAULT_MODEL). Recorded at init and used by every command.",
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option(help="Random seed of the audit.")] = 0,
     engine: Annotated[str, typer.Option(help="memory or dask (Parquet only).")] = "memory",
     batch_size: Annotated[
@@ -104,6 +113,7 @@ def init(
     from ..audit import Claim
     from ..designs import DESIGNS
     from ..metrics import METRICS
+    from ..models import DEFAULT_MODEL
     from ..strata import STRATIFIERS, stratify
 
     check_option(metric, "--metric", tuple(METRICS))
@@ -111,6 +121,8 @@ def init(
     check_option(design, "--design", tuple(DESIGNS))
     check_option(method, "--method", tuple(STRATIFIERS))
     check_option(looks, "--looks", ("every-batch", "geometric"))
+    model = DEFAULT_MODEL if model is None else model
+    check_option(model, "--model", CLI_MODELS)
     check_level(level, "--level")
     _int_in(strata, "--strata", 1, MAX_STRATA)
     _int_in(seed, "--seed", 0, MAX_SEED)
@@ -154,6 +166,7 @@ def init(
             prior=prior_value,
             rng=seed,
             path=audit_dir,
+            model=model,
         )
         meta = {
             "format": CLI_FORMAT,
@@ -164,6 +177,7 @@ def init(
             "design": design,
             "strata": {"method": method, "n_strata": strata, "sizes": st.sizes.tolist()},
             "prior": _prior_json(prior_value),
+            "model": model,
             "seed": seed,
             "batch_size": batch_size,
             "budget": budget,
@@ -186,7 +200,7 @@ def init(
     out = _console()
     out.print(
         f"created audit [bold]{audit_dir}[/]: N={pop.size:,} items, {st.n_strata} strata "
-        f"({method}), metric {metric}, design {design}, prior {prior}, seed {seed}"
+        f"({method}), metric {metric}, design {design}, prior {prior}, model {model}, seed {seed}"
     )
     out.print(f"population {source['path']} sha256 {source['sha256'][:16]}…")
     claim = (

@@ -7,7 +7,9 @@ the population file's size, mtime and SHA-256; later commands open those instead
 file, re-stratifying and indexing ids, so ``next`` and ``record`` cost O(batch), not O(N). A
 population file whose size or mtime differ is hashed again, and a changed file is refused.
 Directories without stored arrays (older releases, Dask-backed populations) are read from the
-population file as before; the first writer command then stores the arrays.
+population file as before; the first writer command then stores the arrays. An audit made with
+``init --model pooled`` also stores the pooled model's score profile with the arrays (computed
+once; a store without it gets it on first use, :func:`bayes_eval.audit._store.ensure_profile`).
 """
 
 from __future__ import annotations
@@ -25,11 +27,15 @@ import typer
 
 from .._protocols import PopulationLike
 from ..audit import Audit
-from ..audit._store import open_store, update_extra, write_store
+from ..audit._store import ensure_profile, open_store, update_extra, write_store
+from ..ledger import MANIFEST_NAME
 from ._app import UserError, _one_line
 
 CLI_FILE = "cli.json"
 CLI_FORMAT = "bayes_eval-cli/1"
+#: values of ``init --model`` (the model is recorded in the audit's manifest and used by every
+#: later command)
+CLI_MODELS = ("independent", "pooled", "hierarchical")
 
 
 # ------------------------------------------------------------------------------ file helpers
@@ -180,10 +186,15 @@ def _save_cache(audit_dir: Path, meta: dict[str, Any], source: Any) -> None:
     if source_stat is None or strata is None:
         return
     # a read-only or full disk just means no store
+    profile = None
+    if getattr(source, "model", None) == "pooled":  # its score profile: one O(N) pass, once
+        from ..models._profile import score_profile_of
+
+        profile = score_profile_of(strata)
     with contextlib.suppress(OSError):
         extra = {"source": {**source_stat, "sha256": src["sha256"]}}
         means = getattr(source, "score_means", None)
-        write_store(audit_dir, source.population, strata, source.seed, extra, means)
+        write_store(audit_dir, source.population, strata, source.seed, extra, means, profile)
 
 
 def _load_cache(audit_dir: Path, meta: dict[str, Any], *, write: bool) -> Any:
@@ -285,6 +296,16 @@ def _check_population_file(meta: dict[str, Any]) -> None:
         )
 
 
+def _manifest_model(audit_dir: Path) -> str | None:
+    """The model recorded in the audit's manifest (None when it cannot be read; opening the
+    audit then reports why)."""
+    try:
+        manifest = json.loads((audit_dir / MANIFEST_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return manifest.get("model") if isinstance(manifest, dict) else None
+
+
 def _open(audit_dir: Path, *, write: bool = False) -> _Opened:
     """Reopen the audit: ``write=True`` holds the writer lock until the process ends (or
     ``opened.audit.close()``); readers take no lock. A torn ledger line cut on reopening is
@@ -296,6 +317,8 @@ def _open(audit_dir: Path, *, write: bool = False) -> _Opened:
     meta = _read_meta(audit_dir)
     store = _load_cache(audit_dir, meta, write=write)
     pop, strata = (None, None) if store is None else (store.population, store.strata)
+    if store is not None and _manifest_model(audit_dir) == "pooled":
+        ensure_profile(audit_dir, store, write=write)  # stored, or computed once and stored
     if pop is None:
         _check_population_file(meta)
         pop = _load_population(meta["population"])

@@ -96,12 +96,14 @@ def _status_draws(audit: Any) -> MetricDraws:
 
     The same draws as ``audit.estimate()`` (same generator, same kernel; tested), without the
     ``xarray.DataTree`` that a posterior object builds: importing xarray, pandas and dask and
-    building the tree is most of the start-up time of ``status`` (issue 18). Other models than
-    the independent one go through ``audit.estimate()``.
+    building the tree is most of the start-up time of ``status`` (issue 18). The pooled model
+    takes the same path (:func:`_pooled_draws`); other models go through ``audit.estimate()``.
     """
     # on first use: the sampler imports scipy.special, which `next` and `record` never need
     from .._metric_draws import MetricDraws, audit_generator, independent_metric_draws
 
+    if audit.model == "pooled":
+        return _pooled_draws(audit)
     if audit.model != "independent":
         return MetricDraws.of_posterior(audit.estimate())
     strata = audit.strata
@@ -116,6 +118,33 @@ def _status_draws(audit: Any) -> MetricDraws:
         draws=audit.draws,
         rng=audit_generator(audit.seed, audit.n_labels),
         finite_population=audit.finite_population,
+        score_min=strata.score_min,
+        score_max=strata.score_max,
+    )
+
+
+def _pooled_draws(audit: Any) -> MetricDraws:
+    """The pooled model's posterior as numpy draws: the steps of ``audit.estimate()``
+    (:func:`bayes_eval.models.pooled.pooled_model` then the metric kernel, with the same
+    generator, so the same draws; tested) without the ``xarray.DataTree``."""
+    from .._metric_draws import audit_generator, metric_draws_from_theta
+    from ..models._profile import score_profile_of
+    from ..models.pooled import draw_theta, fit_pooled
+
+    strata = audit.strata
+    n, h = audit.counts()
+    gen = audit_generator(audit.seed, audit.n_labels)
+    fit = fit_pooled(score_profile_of(strata), n, h)
+    theta = draw_theta(fit, audit.draws, gen)
+    return metric_draws_from_theta(
+        theta,
+        sizes=strata.sizes,
+        predicted=strata.predicted,
+        n=n,
+        h=h,
+        finite_population=audit.finite_population,
+        metrics=None,
+        rng=gen,
         score_min=strata.score_min,
         score_max=strata.score_max,
     )
@@ -164,6 +193,7 @@ def status(
                 "level": level,
                 "design": opened.meta["design"],
                 "prior": opened.meta["prior"],
+                "model": audit.model,
                 "metrics": metrics_json(post, level),
                 "prior_only": list(post.prior_only),
                 "rule": None
@@ -187,7 +217,7 @@ def status(
     out = _console()
     out.print(
         f"[bold]audit {audit_dir}[/]: {n_labels} labels, metric {opened.metric}, design "
-        f"{opened.meta['design']}, prior {opened.meta['prior']}"
+        f"{opened.meta['design']}, prior {opened.meta['prior']}, model {audit.model}"
     )
     pending = len(audit.pending)
     if pending:
@@ -260,6 +290,7 @@ def certify(
             {
                 "audit": str(audit_dir),
                 "n_labels": int(opened.audit.n_labels),
+                "model": opened.audit.model,
                 "metrics": metrics_json(post, decision.certification.level_requested),
                 "verdict": decision_json(decision),
                 "preregistered_claim": _claim_json(opened),

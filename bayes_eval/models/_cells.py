@@ -47,7 +47,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
 
 __all__ = [
     "CellIntegrals",
@@ -174,8 +173,10 @@ def log_rising(x: np.ndarray, m: np.ndarray) -> np.ndarray:
     stirling = (xs - 0.5) * np.log1p(m / xs) + m * np.log(xm) - m + _stirling(xm) - _stirling(xs)
     if big.all():
         return stirling
+    from scipy.special import gammaln  # on first use: the numba engine never calls this
+
     xl = np.where(big, 1.0, x)
-    return np.where(big, stirling, special.gammaln(xl + m) - special.gammaln(xl))
+    return np.where(big, stirling, gammaln(xl + m) - gammaln(xl))
 
 
 def residual_beta(mu: np.ndarray, nugget: float) -> tuple[np.ndarray, np.ndarray]:
@@ -236,6 +237,8 @@ def cell_integrals(
     nodes : int
         Quadrature nodes per cell (:data:`QUAD_NODES` or :data:`SEARCH_NODES`).
     """
+    from scipy.special import expit  # on first use (the numpy engine; ``next`` never needs it)
+
     gh_x, gh_logw = gauss_hermite_rule(nodes)
     oh = layout.onehot
     cell = layout.cell
@@ -245,7 +248,7 @@ def cell_integrals(
     # Newton on log N(d; 0, s^2) + sum_k [h log mu + (n - h) log(1 - mu)] (overdispersed by the
     # residual), concave in d: finds the mode and curvature the nodes are placed at
     for _ in range(_NEWTON_STEPS + 1):
-        mu = special.expit(ebar + d[..., cell])
+        mu = expit(ebar + d[..., cell])
         pq = mu * (1.0 - mu)
         over = 1.0 + np.maximum(n - 1.0, 0.0) * nug2 * pq / (1.0 + nug2 * pq)
         info = (n * pq / over) @ oh + inv_var
@@ -253,7 +256,7 @@ def cell_integrals(
         d = d + np.clip(grad / info, -3.0, 3.0)
     s = 1.0 / np.sqrt(info)
     dq = d[..., None, :] + (math.sqrt(2.0) * gh_x)[:, None] * s[..., None, :]  # (..., P, Q, G)
-    mu = special.expit(ebar[..., None, :] + dq[..., cell])  # (..., P, Q, K)
+    mu = expit(ebar[..., None, :] + dq[..., cell])  # (..., P, Q, K)
     a, b = residual_beta(mu, nugget)
     nq, hq = n[..., None, :], h[..., None, :]
     ll = log_rising(a, hq) + log_rising(b, nq - hq) - log_rising(a + b, nq)
@@ -281,8 +284,10 @@ def curve_logit(
     r"""Effective logit :math:`\bar\eta_k = \operatorname{logit} \sum_b w_{kb}
     \operatorname{expit}(\alpha + \beta (x_{kb} - x_0) + \gamma \hat y_k)`, shape ``(..., K)``
     for hyper-nodes ``phi`` of shape ``(..., 4)``."""
+    from scipy.special import expit  # on first use (the numpy engine; ``next`` never needs it)
+
     al, be, ga = (phi[..., j, None, None] for j in range(3))
     eta = al + be * (x - center) + ga * side[:, None]
-    lp = np.log(np.maximum((weight * special.expit(eta)).sum(axis=-1), _MU_MIN))
-    lq = np.log(np.maximum((weight * special.expit(-eta)).sum(axis=-1), _MU_MIN))
+    lp = np.log(np.maximum((weight * expit(eta)).sum(axis=-1), _MU_MIN))
+    lq = np.log(np.maximum((weight * expit(-eta)).sum(axis=-1), _MU_MIN))
     return lp - lq

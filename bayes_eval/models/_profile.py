@@ -337,6 +337,9 @@ _PROFILES_KEPT = 8
 def score_profile_of(strata: Any) -> Any:
     """The pooled model's :class:`~bayes_eval.models._profile.ScoreProfile` of ``strata``,
     computed once per strata object (one O(N) pass) and then reused."""
+    stored = getattr(strata, "score_profile", None)
+    if isinstance(stored, ScoreProfile):  # e.g. the profile stored in an audit directory
+        return stored
     key = id(strata)
     hit = _PROFILES.get(key)
     if hit is not None and hit[0] is strata:

@@ -72,12 +72,12 @@ import math
 import numbers
 import warnings
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import xarray as xr
 
-from .._cumulants import prob_at_least, stratum_cumulants
+if TYPE_CHECKING:
+    import xarray as xr
 from ._cells import (
     QUAD_NODES,
     SEARCH_NODES,
@@ -605,6 +605,8 @@ def prob_linear_ge(
         \\Pr\\Bigl(\\sum_k w_k P_k \\ge c\\Bigr) \\approx \\sum_s w_s\\,
         \\bar F_{\\mathrm{III}}\\bigl(c;\\ \\kappa_{1s}, \\kappa_{2s}, \\kappa_{3s}\\bigr).
     """
+    from .._cumulants import prob_at_least, stratum_cumulants  # scipy.special, on first use
+
     fit = _check_fit(fit)
     n = np.asarray(n, dtype=np.float64)[..., None, None, :]
     h = np.asarray(h, dtype=np.float64)[..., None, None, :]
@@ -663,6 +665,8 @@ def pooled_model(
         raise ValueError(f"n and h must have shape (K,); got {n.shape} and {h.shape}")
     fit = fit_pooled(prof, n, h, hyperpriors=hyperpriors, warn=warn)
     theta = draw_theta(fit, draws, rng)
+    import xarray as xr  # on first use: proposing (design_prior) never needs xarray
+
     hyper = xr.Dataset(
         {
             "alpha": ("node", fit.phi[:, 0]),

@@ -348,7 +348,8 @@ def calibrate_worst_case(
         level=level,
         design=str(design_name),
         model=model,
-        prior=resolved.description,
+        # the pooled model has no Beta prior: name what it uses (as its posterior does)
+        prior="pooled hyperpriors" if model == "pooled" else resolved.description,
         look_model=look_model_of(model),
         n_sims=n_sims,
         seconds=time.perf_counter() - t0,
