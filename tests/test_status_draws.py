@@ -67,7 +67,7 @@ def test_kernel_gives_the_posterior_draws_exactly(finite, sampler, labelled):
     prior = Prior.resolve("jeffreys", k)
     kwargs = {"finite_population": finite, "draws": 3000, "sampler": sampler}
     post = estimate_from_stratum_counts(
-        strata, n, h, prior=prior, rng=np.random.default_rng(3), **kwargs
+        strata, n, h, prior=prior, rng=np.random.default_rng(3), model="independent", **kwargs
     )
     draws = independent_metric_draws(
         sizes=strata.sizes,

@@ -91,9 +91,11 @@ class Audit:
         Audit directory for persistence (see :mod:`bayes_eval.ledger`). A new directory is
         created; an existing one is resumed if its manifest matches these arguments and the
         population (otherwise ``ValueError``).
-    model : {"independent", "hierarchical"}
-        Posterior model (``"hierarchical"`` needs :mod:`bayes_eval.hierarchical`; its empirical
-        Bayes priors also feed the design).
+    model : {"pooled", "independent", "hierarchical"}
+        Posterior model, default :data:`bayes_eval.models.DEFAULT_MODEL` (``"pooled"``: the
+        score-informed pooled model of :mod:`bayes_eval.models.pooled`; ``"independent"``:
+        independent Beta priors per stratum, ``prior``; ``"hierarchical"`` needs
+        :mod:`bayes_eval.hierarchical`). The model's marginal posterior also feeds the design.
     design_options : dict, optional
         Keyword options of the design factory.
     draws : int

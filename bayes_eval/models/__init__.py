@@ -24,7 +24,7 @@ __all__ = ["DEFAULT_MODEL", "MODELS", "ModelRegistry", "design_prior"]
 
 #: the model every entry point uses when none is named (``estimate``, ``Audit``, ``simulate``, the
 #: sequential calibration, the CLI and the demo all read this one constant)
-DEFAULT_MODEL: str = "independent"
+DEFAULT_MODEL: str = "pooled"
 
 #: built-in models: name -> (module, function), imported on first use
 _BUILTIN: dict[str, tuple[str, str]] = {
