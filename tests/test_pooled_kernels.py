@@ -166,31 +166,3 @@ def test_bad_engine():
     z = np.zeros((1, 4))
     with pytest.raises(ValueError, match="engine='fortran' is not allowed; allowed: numba"):
         pooled._log_post(pm[None], prof, lay, z, z, pm, psd, 0.3, engine="fortran")
-
-
-def test_threaded_kernel_gives_the_same_numbers():
-    rng = np.random.default_rng(7)
-    prof = _profile(rng, 10, 3)
-    hp = Hyperpriors()
-    lay = pooled._layout(prof, hp)
-    pm, psd = pooled._prior_center(prof, hp)
-    n, h = _counts(rng, 16, 10)
-    phi = _phi(rng, pm, psd, 16, 12)
-    kw = {
-        "x": prof.x,
-        "weight": prof.weight,
-        "side": prof.predicted.astype(np.float64),
-        "center": prof.center,
-        "cell": lay.cell,
-        "share": lay.share,
-        "pm": pm,
-        "psd": psd,
-        "nugget": hp.nugget_sd,
-        "gh_x": _cells.gauss_hermite_rule(5)[0],
-        "gh_logw": _cells.gauss_hermite_rule(5)[1],
-        "keep": True,
-    }
-    serial = _kernels.log_post(phi, n, h, parallel=False, **kw)
-    threaded = _kernels.log_post(phi, n, h, parallel=True, **kw)
-    for u, v in zip(serial, threaded, strict=True):
-        np.testing.assert_array_equal(u, v)

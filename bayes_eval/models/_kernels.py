@@ -16,8 +16,9 @@ without ``(R, P, Q, K)`` temporaries:
    below; a stratum without labels contributes exactly 0 and is skipped);
 3. the log-sum-exp over each cell's nodes, the sum over cells and the hyperprior.
 
-The kernel runs on one thread by default (rows in order); :data:`PARALLEL` switches on a
-``prange`` over rows, which gives the same numbers (every row is computed by one thread).
+The kernel runs on one thread (rows in order): a ``prange`` over rows gave only 1.15x on a busy
+2-core machine, and numba's threading layers are not fork-safe (``omp``) or not safe under
+concurrent calls from user threads (``workqueue``).
 ``error_model="numpy"``: a division by zero gives ``inf``/``nan`` as in numpy.
 Functions are compiled on first use (a few seconds) and cached on disk (``cache=True``), so
 later processes only load them.
@@ -33,15 +34,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
-__all__ = ["PARALLEL", "log_post", "marginal_moments"]
+__all__ = ["log_post", "marginal_moments"]
 
-#: spread the rows of a batch over numba's threads (``prange``). Off by default: it gave the
-#: same numbers (every row is computed by one thread in a fixed order) but only 1.15x on a busy
-#: 2-core machine (2,000 rows), and numba's threading layers are not fork-safe (``omp``) or not
-#: safe under concurrent calls from user threads (``workqueue``)
-PARALLEL = False
 
 _SQRT2 = math.sqrt(2.0)
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -302,57 +298,6 @@ def _rows(
         )
 
 
-@njit(cache=True, error_model="numpy", parallel=True)
-def _rows_parallel(
-    phi: np.ndarray,
-    x: np.ndarray,
-    w: np.ndarray,
-    side: np.ndarray,
-    center: float,
-    cell: np.ndarray,
-    sqrt_share: np.ndarray,
-    n: np.ndarray,
-    h: np.ndarray,
-    pm: np.ndarray,
-    psd: np.ndarray,
-    nugget: float,
-    gh_x: np.ndarray,
-    gh_logw: np.ndarray,
-    keep: bool,
-    lp_out: np.ndarray,
-    ll_out: np.ndarray,
-    nw_out: np.ndarray,
-    a_out: np.ndarray,
-    b_out: np.ndarray,
-) -> None:  # pragma: no cover - compiled
-    """:func:`_rows` with the rows spread over numba's threads (see :data:`PARALLEL`)."""
-    last = nw_out.shape[0] - 1  # 0 without ``keep`` (placeholders)
-    for r in prange(phi.shape[0]):
-        kr = min(np.int64(r), np.int64(last))
-        _row(
-            phi[r],
-            x,
-            w,
-            side,
-            center,
-            cell,
-            sqrt_share,
-            n[r],
-            h[r],
-            pm,
-            psd,
-            nugget,
-            gh_x,
-            gh_logw,
-            keep,
-            lp_out[r],
-            ll_out[r],
-            nw_out[kr],
-            a_out[kr],
-            b_out[kr],
-        )
-
-
 def log_post(
     phi: np.ndarray,
     n: np.ndarray,
@@ -370,14 +315,12 @@ def log_post(
     gh_x: np.ndarray,
     gh_logw: np.ndarray,
     keep: bool = False,
-    parallel: bool | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None, np.ndarray | None]:
     """Log hyperposterior and cell integrals of rows ``phi`` (R, P, 4) with counts ``n, h``
     (R, K).
 
     Returns ``lp`` and ``log_lik`` (R, P) and, with ``keep``, the node weights (R, P, Q, G) and
-    the conditional prior Betas ``a, b`` (R, P, Q, K) (else three ``None``). ``parallel``
-    (default :data:`PARALLEL`) uses the threaded kernel for batches of more than one row.
+    the conditional prior Betas ``a, b`` (R, P, Q, K) (else three ``None``).
     """
     phi = np.ascontiguousarray(phi, dtype=np.float64)
     n = np.ascontiguousarray(n, dtype=np.float64)
@@ -396,8 +339,7 @@ def log_post(
         nw = np.empty((1, 1, 1, 1))
         a = np.empty((1, 1, 1, 1))
         b = np.empty((1, 1, 1, 1))
-    threaded = (PARALLEL if parallel is None else parallel) and rr > 1
-    (_rows_parallel if threaded else _rows)(
+    _rows(
         phi,
         np.ascontiguousarray(x, dtype=np.float64),
         np.ascontiguousarray(weight, dtype=np.float64),

@@ -516,24 +516,10 @@ def draw_theta(fit: PooledFit, draws: int, rng: Any = None) -> np.ndarray:
     cwq = cwq.reshape(rows, s, q, g)
     a = np.broadcast_to(fit.a_post, (*batch, s, q, k)).reshape(rows, s, q, k)
     b = np.broadcast_to(fit.b_post, (*batch, s, q, k)).reshape(rows, s, q, k)
-    return _beta(cum, cwq, a, b, fit.layout.cell, draws, gen).reshape(*batch, draws, k)
-
-
-def _beta(
-    cum: np.ndarray,
-    cwq: np.ndarray,
-    a: np.ndarray,
-    b: np.ndarray,
-    cell: np.ndarray,
-    draws: int,
-    gen: np.random.Generator,
-) -> np.ndarray:
-    """The mixture draws of :func:`draw_theta`, ``(rows, draws, K)``
-    (:func:`bayes_eval.models._beta_draws.draw_joint`; imported here, so that numba loads only
-    when drawing)."""
+    # one compiled kernel, imported here so that numba loads only when drawing
     from ._beta_draws import draw_joint
 
-    return draw_joint(cum, cwq, a, b, cell, draws, gen)
+    return draw_joint(cum, cwq, a, b, fit.layout.cell, draws, gen).reshape(*batch, draws, k)
 
 
 def _as_generator(rng: Any) -> np.random.Generator:
