@@ -48,7 +48,7 @@ from ._sampling import draw_beta
 from ._validation import RNGLike, as_generator, check_bool, check_option, check_positive_int
 from .labels import coerce_labels
 from .metrics import METRICS, confusion_from_positives, resolve_metrics
-from .models import DEFAULT_MODEL, MODELS
+from .models import DEFAULT_MODEL, MODELS, check_model_prior
 from .priors import Prior, resolve_prior
 
 __all__ = [
@@ -479,6 +479,7 @@ def estimate_from_stratum_counts(
         raise ValueError("counts must satisfy 0 <= h_k <= n_k <= N_k for every stratum")
     resolved = Prior.resolve(prior, k)
     a, b, desc = resolved.a, resolved.b, resolved.description
+    check_model_prior(model, desc)
     gen = as_generator(rng)
     extra: dict[str, xr.Dataset] = {}
     attrs: dict[str, Any] = {"strata_method": strata.method, "strata_variable": strata.variable}

@@ -94,6 +94,9 @@ CLI_CASES = [
     (("init", "NEW", "--scores", "R/s.csv", *INIT, "--seed", "-1"), ["--seed", "-1"]),
     (("init", "NEW", "--scores", "R/s.csv", *INIT, "--prior", "3,x"), ["--prior", "3,x"]),
     (("init", "NEW", "--scores", "R/s.csv", *INIT, "--prior", "0,1"), ["--prior", "0,1"]),
+    # a Beta prior the default (pooled) model would not use: refused, never ignored
+    (("init", "NEW", "--scores", "R/s.csv", *INIT, "--prior", "uniform"),
+     ["--prior", "uniform", "--model", "pooled"]),
     (("init", "NEW", "--scores", "R/s.csv", "--score-col", "nope", "--threshold", "0.5"),
      ["--score-col", "nope"]),
     (("init", "NEW", "--scores", "R/s.csv", *INIT, "--id-col", "nope"), ["--id-col", "nope"]),
@@ -219,6 +222,10 @@ def _api_cases():
         c("draws 0", ["draws", "0"], lambda a, p, s, ids: be.Audit(p, strata=s, draws=0)),
         c("metric", ["metric", "bogus"], lambda a, p, s, ids: be.Audit(p, strata=s, metric="bogus")),  # noqa: E501
         c("model", ["model", "nope"], lambda a, p, s, ids: be.Audit(p, strata=s, model="nope")),
+        c("prior unused by pooled", ["prior", "uniform", "model='pooled'"],
+          lambda a, p, s, ids: be.Audit(p, strata=s, prior="uniform")),
+        c("estimate prior unused by pooled", ["prior", "beta", "model='pooled'"],
+          lambda a, p, s, ids: be.estimate(s, (ids[:2], [1, 0]), prior=(2.0, 5.0))),
         c("design", ["design", "best"], lambda a, p, s, ids: be.Audit(p, strata=s, design="best")),
         c("rng -1", ["rng", "-1"], lambda a, p, s, ids: be.Audit(p, strata=s, rng=-1)),
         c("finite_population", ["finite_population", "'yes'"],

@@ -48,7 +48,7 @@ from ..designs import DesignState
 from ..labels import canonical_ids, new_labels
 from ..ledger import manifest_digest, now, read_manifest
 from ..metrics import METRICS
-from ..models import DEFAULT_MODEL, MODELS, design_prior
+from ..models import DEFAULT_MODEL, MODELS, check_model_prior, design_prior
 from ..priors import Prior, resolve_prior
 from ._directory import AuditDirectory, replay
 from ._manifest import audit_seed, build_manifest, check_design, open_arguments
@@ -177,6 +177,7 @@ class Audit:
         self.prior = prior
         k = int(strata.n_strata)
         self.prior_a, self.prior_b, self.prior_description = resolve_prior(prior, k)
+        check_model_prior(model, self.prior_description)
         self.seed = audit_seed(rng)
         self.population = population
         self.strata = strata

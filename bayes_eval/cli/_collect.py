@@ -74,7 +74,12 @@ def init(
     design: Annotated[str, typer.Option(help="Sampling design.")] = "posterior_variance",
     strata: Annotated[int, typer.Option(help="Strata per predicted side.")] = 10,
     method: Annotated[str, typer.Option(help="Stratification method.")] = "equal_size",
-    prior: Annotated[str, typer.Option(help="jeffreys, uniform or 'a,b'.")] = "jeffreys",
+    prior: Annotated[
+        str,
+        typer.Option(
+            help="Beta prior of --model independent/hierarchical: jeffreys, uniform or 'a,b'."
+        ),
+    ] = "jeffreys",
     model: Annotated[
         str | None,
         typer.Option(
@@ -113,7 +118,8 @@ def init(
     from ..audit import Claim
     from ..designs import DESIGNS
     from ..metrics import METRICS
-    from ..models import DEFAULT_MODEL
+    from ..models import DEFAULT_MODEL, check_model_prior
+    from ..priors import resolve_prior
     from ..strata import STRATIFIERS, stratify
 
     check_option(metric, "--metric", tuple(METRICS))
@@ -133,6 +139,12 @@ def init(
     if (threshold is None) == (prediction_col is None):
         raise UserError("give exactly one of --threshold and --prediction-col")
     prior_value = _parse_prior(prior)
+    try:
+        check_model_prior(
+            model, resolve_prior(prior_value, 1)[2], prior_name="--prior", model_name="--model"
+        )
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
     if audit_dir.exists() and (
         not audit_dir.is_dir() or any(p.name != "lock" for p in audit_dir.iterdir())
     ):

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DEFAULT_MODEL", "MODELS", "ModelRegistry", "design_prior"]
+__all__ = ["DEFAULT_MODEL", "MODELS", "ModelRegistry", "check_model_prior", "design_prior"]
 
 #: the model every entry point uses when none is named (``estimate``, ``Audit``, ``simulate``, the
 #: sequential calibration, the CLI and the demo all read this one constant)
@@ -65,6 +65,25 @@ class ModelRegistry(MutableMapping[str, Callable[..., Any]]):
 
 #: every model besides "independent"
 MODELS = ModelRegistry()
+
+
+def check_model_prior(
+    model: str, prior_description: str, *, prior_name: str = "prior", model_name: str = "model"
+) -> None:
+    """Refuse a Beta prior the model would not use (never silently ignore an argument).
+
+    The pooled model has no per-stratum Beta prior: its prior is its
+    :class:`~bayes_eval.models.pooled.Hyperpriors`. ``prior`` is the independent model's (and the
+    hierarchical model's base) prior, so with ``model="pooled"`` anything other than the
+    documented default ``"jeffreys"`` is an error naming both arguments.
+    """
+    if model == "pooled" and prior_description != "jeffreys":
+        raise ValueError(
+            f"{prior_name}={prior_description!r} is not used by {model_name}='pooled' (its prior "
+            "is its hyperpriors, bayes_eval.models.pooled.Hyperpriors); allowed with "
+            f"{model_name}='pooled': {prior_name}='jeffreys' (the default), or pass "
+            f"{model_name}='independent' to use this Beta prior"
+        )
 
 
 def design_prior(
