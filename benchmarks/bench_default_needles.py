@@ -1,0 +1,61 @@
+"""The default audit on needle populations: the default (pooled) model against the independent one.
+
+What a new user runs — ``be.Audit(pop, strata=be.stratify(pop, n_strata="auto"), metric="f1")``
+run to 1,000 labels in batches of 100 — on the real needle populations of
+:func:`bayes_eval.datasets.needle` (40 positives, prevalence 0.1-0.5 %) and on synthetic needles
+(100,000 items, prevalence 0.05 %, separation 4 and 5: strong classifiers), four seeds each; the
+same audits with ``model="independent"``. Prints the true F1, the bias and RMSE of the posterior
+mean, and how often the 95 % lower bound covers (4 seeds: a sanity check, not a coverage
+estimate; the coverage battery is ``bench_pooled.py``).
+
+Usage: ``uv run python benchmarks/bench_default_needles.py``.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+import bayes_eval as be
+from bayes_eval import datasets
+
+SEEDS = range(4)
+
+
+def run(make, label):
+    for model in ("pooled", "independent"):
+        errs, cover = [], []
+        for seed in SEEDS:
+            lp = make(seed)
+            st = be.stratify(lp.population, n_strata="auto")
+            audit = be.Audit(lp.population, strata=st, metric="f1", rng=seed, model=model)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # FewerStrataWarning, UninformativeScoresWarning
+                res = audit.run(lp.oracle, budget=1000, batch_size=100)
+            truth = lp.true_metrics()["f1"]
+            errs.append(res.posterior.mean("f1") - truth)
+            cover.append(res.posterior.lower_bound("f1", 0.95) <= truth)
+        e = np.asarray(errs)
+        print(
+            f"{label:<30}{model:<13}{truth:>7.3f}{e.mean():>+9.3f}{np.sqrt((e**2).mean()):>8.3f}"
+            f"{np.mean(cover):>8.2f}{st.n_strata:>4}",
+            flush=True,
+        )
+
+
+def main() -> None:
+    print(f"{'population':<30}{'model':<13}{'F1':>7}{'bias':>9}{'rmse':>8}{'cov95':>8}{'K':>4}")
+    for name in datasets.NEEDLE_DATASETS:
+        run(lambda s, name=name: datasets.needle(name, positives=40, rng=s), f"needle {name}")
+    for sep in (4.0, 5.0):
+        run(
+            lambda s, sep=sep: datasets.synthetic(
+                100_000, prevalence=0.0005, separation=sep, rng=s
+            ),
+            f"synthetic 0.05% separation {sep:g}",
+        )
+
+
+if __name__ == "__main__":
+    main()
