@@ -104,7 +104,9 @@ __all__ = [
 
 
 class UninformativeScoresWarning(UserWarning):
-    """The scores carry no usable information: the model pools within each predicted side."""
+    """The scores are constant, or the labels do not show that they rank the items (a flat
+    calibration curve): rates lean on each predicted side's pooled rate. With few positives this
+    can be a weak classifier rather than uninformative scores."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -451,15 +453,18 @@ def fit_pooled(
     flat = (sd_beta < 0.5 * hp.beta_sd) & (p_pos < 0.9)
     informative = np.broadcast_to(~flat & (not constant), batch).copy()
     if warn and (constant or flat.any()):
-        why = (
-            "every score is equal"
+        msg = (
+            "every score is equal: the scores carry no information, so rates are pooled within "
+            "each predicted side"
             if constant
             else f"the labels give a flat calibration curve in {int(flat.sum())} of "
-            f"{int(np.prod(batch, dtype=np.int64))} fit(s) (P(slope > 0) < 0.9)"
+            f"{int(np.prod(batch, dtype=np.int64))} fit(s) (P(slope > 0) < 0.9): they do not show "
+            "that the scores rank the items, so each stratum's rate leans on its predicted "
+            "side's pooled rate (with few positives this can be a weak classifier rather than "
+            "uninformative scores)"
         )
         warnings.warn(
-            f"pooled model: {why}; the scores carry no usable information, so rates are pooled "
-            "within each predicted side only",
+            f"pooled model: {msg}",
             UninformativeScoresWarning,
             stacklevel=2,
         )
