@@ -36,10 +36,23 @@ __all__ = [
     "DrawSummaries",
     "audit_generator",
     "bounds_of",
+    "decision_level",
     "eti",
     "hdi",
     "mcse_quantile",
 ]
+
+
+#: highest level a decision bound is taken at: a sequential correction may require certainty
+#: (nominal level 1.0 at a look, or at every look when no level is attainable), whose bound is
+#: the smallest draw
+MAX_DECISION_LEVEL = 1.0 - 1e-12
+
+
+def decision_level(level: float) -> float:
+    """The level at which to report the bound of a decision made at nominal ``level`` (which may
+    be exactly 1.0 after a sequential correction; user-facing levels stay in (0, 1))."""
+    return min(float(level), MAX_DECISION_LEVEL)
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from ._draws import decision_level
 from ._validation import check_level, check_positive_int
 from .posterior import MetricPosterior
 from .sequential.calibration import SequentialCalibration
@@ -261,6 +262,7 @@ def certify(
     if design is not None and not isinstance(design, str):
         raise TypeError(f"design={design!r} must be a design name (str) or None")
     disclosure: tuple[tuple[str, str], ...] = ()
+    attainable = True
     if calibration is None:
         used = level
         correction = (
@@ -283,6 +285,8 @@ def certify(
                 f"level={level}; calibrate for the same claim"
             )
         used = float(calibration.level_at(int(post.n_labels)))
+        # no nominal level holds alpha at every truth: the rule never accepts (not even at P = 1)
+        attainable = bool(calibration.attainable)
         correction = calibration.description
         mcse = float(calibration.mcse)
         disclosure = tuple(calibration.disclosure(int(post.n_labels)).items())
@@ -306,10 +310,10 @@ def certify(
     p = post.prob_at_least(metric, target)
     informed = post.informed().get(metric, True) if hasattr(post, "informed") else True
     return Certification(
-        accepted=bool(p >= used),
+        accepted=bool(p >= used) and attainable,
         metric=metric,
         target=target,
-        lower_bound=post.lower_bound(metric, used),
+        lower_bound=post.lower_bound(metric, decision_level(used)),
         prob_at_least=p,
         level_requested=level,
         level_used=used,

@@ -111,7 +111,8 @@ def run_cell(st, model, design, metric, looks, cal_sims, eval_sims, seed):
     )
     n_t = len(cal.truths)
     fam = prob[:n_t]
-    rates = (fam >= b.nominal).any(axis=-1).mean(axis=1)
+    # an unattainable boundary never accepts (the rule refuses even P = 1)
+    rates = (fam >= b.nominal).any(axis=-1).mean(axis=1) * float(b.attainable)
     se = np.sqrt(np.maximum(rates * (1 - rates), 1.0 / eval_sims) / eval_sims)
     out = {
         "truths": [t.name for t in cal.truths],

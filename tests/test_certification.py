@@ -357,3 +357,31 @@ def test_audit_run_returns_the_certification(tmp_path):
     assert cert.labels == res.n_labels < 1000
     assert cert.prob_at_least >= cert.level_used and cert.lower_bound >= 0.6
     assert (tmp_path / "audit" / "sequential_calibration.json").exists()
+
+
+def test_unattainable_correction_never_accepts_even_at_certainty():
+    """A correction with no nominal level that holds alpha at every truth never accepts: not even
+    when every posterior draw is above the target (P = 1 >= the nominal level 1.0)."""
+    st = _strata()
+    rule = Accept(0.5, level=0.95, n_sims=2000, rates="prior")
+    proc = _procedure(st)
+    rule.prepare(proc)
+    certain = estimate_from_stratum_counts(
+        st,
+        np.array([60, 40, 60, 40]),
+        np.array([0, 0, 60, 40]),
+        draws=20_000,
+        rng=1,
+        model="independent",
+    )
+    look = Look(proc, 200, looks=10)
+    assert certain.prob_at_least("f1", 0.5) == 1.0
+    assert rule.certification(look, certain).accepted  # attainable: accepted
+    rule._stored = dataclasses.replace(rule._stored, attainable=False, boundary=np.ones(10))
+    assert not rule.certification(look, certain).accepted
+    draws = certain.draws("f1")[None, :]
+    assert not rule.check_many(draws, np.array([200]), {}, np.arange(1)).any()
+    cert = be.certify(
+        certain, metric="f1", target=0.5, level=0.95, looks=10, calibration=rule._stored
+    )
+    assert not cert.accepted and cert.prob_at_least == 1.0

@@ -364,6 +364,7 @@ def ledger_trajectory(
     import numpy as np
     import xarray as xr
 
+    from .._draws import decision_level
     from ..posterior import estimate_from_stratum_counts
     from ..priors import Prior
 
@@ -398,7 +399,11 @@ def ledger_trajectory(
             rng=np.random.default_rng([audit.seed, 0x7A, int(i)]),
             metrics=(audit.metric,),
         )
-        used = post.lower_bound(audit.metric, level_used) if level_used is not None else np.nan
+        used = (
+            post.lower_bound(audit.metric, decision_level(level_used))
+            if level_used is not None
+            else np.nan
+        )
         rows.append(
             (
                 int(nn.sum()),

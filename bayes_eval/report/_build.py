@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from .._draws import decision_level
 from .._validation import check_level
 from ..metrics import relevant_sides
 from . import _plots
@@ -281,7 +282,7 @@ def build_report(
     corrected_used = used is not None and abs(float(used) - level) > 1e-12
     if corrected_used:
         extra[metric] = (
-            post.lower_bound(metric, float(used)),
+            post.lower_bound(metric, decision_level(float(used))),
             f"lower bound at level used {float(used):.4g}",
         )
         caption += (

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from .._draws import decision_level
 from .._validation import RNGLike, as_generator, check_bool, check_level, check_positive_int
 from ..certification import Certification, _check_target, certify
 from ..posterior import MetricPosterior
@@ -178,10 +179,11 @@ class Accept(StopRule):
             else (f"; {int(look.n_labels)} labels is not a scheduled look, so no acceptance")
         )
         return Certification(
-            accepted=bool(p >= used) and scheduled,
+            # an unattainable correction never accepts, not even at P = 1
+            accepted=bool(p >= used) and scheduled and bool(st.attainable),
             metric=cert.metric,
             target=cert.target,
-            lower_bound=posterior.lower_bound(cert.metric, used),
+            lower_bound=posterior.lower_bound(cert.metric, decision_level(used)),
             prob_at_least=p,
             level_requested=self.level,
             level_used=used,
@@ -223,6 +225,7 @@ class Accept(StopRule):
         p = np.mean(np.asarray(draws) >= self.target, axis=-1)
         if self.corrected and self._stored is not None:
             ok = p >= self._stored.level_at(np.asarray(n_labels, dtype=np.int64))
+            ok &= bool(self._stored.attainable)  # unattainable: never accepts
         else:
             ok = p >= self.level_used
         if self._schedule is not None:
