@@ -118,7 +118,7 @@ def init(
     from ..audit import Claim
     from ..designs import DESIGNS
     from ..metrics import METRICS
-    from ..models import DEFAULT_MODEL, check_model_prior
+    from ..models import DEFAULT_MODEL, check_model_prior, prior_label
     from ..priors import resolve_prior
     from ..strata import STRATIFIERS, stratify
 
@@ -212,7 +212,8 @@ def init(
     out = _console()
     out.print(
         f"created audit [bold]{audit_dir}[/]: N={pop.size:,} items, {st.n_strata} strata "
-        f"({method}), metric {metric}, design {design}, prior {prior}, model {model}, seed {seed}"
+        f"({method}), metric {metric}, design {design}, prior {prior_label(model, prior)}, "
+        f"model {model}, seed {seed}"
     )
     out.print(f"population {source['path']} sha256 {source['sha256'][:16]}…")
     claim = (

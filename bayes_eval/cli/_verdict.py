@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from ..models import prior_label
 from ._app import (
     MAX_N_SIMS,
     UserError,
@@ -217,7 +218,8 @@ def status(
     out = _console()
     out.print(
         f"[bold]audit {audit_dir}[/]: {n_labels} labels, metric {opened.metric}, design "
-        f"{opened.meta['design']}, prior {opened.meta['prior']}, model {audit.model}"
+        f"{opened.meta['design']}, prior {prior_label(audit.model, opened.meta['prior'])}, "
+        f"model {audit.model}"
     )
     pending = len(audit.pending)
     if pending:

@@ -20,7 +20,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DEFAULT_MODEL", "MODELS", "ModelRegistry", "check_model_prior", "design_prior"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "MODELS",
+    "ModelRegistry",
+    "check_model_prior",
+    "design_prior",
+    "prior_label",
+]
 
 #: the model every entry point uses when none is named (``estimate``, ``Audit``, ``simulate``, the
 #: sequential calibration, the CLI and the demo all read this one constant)
@@ -84,6 +91,12 @@ def check_model_prior(
             f"{model_name}='pooled': {prior_name}='jeffreys' (the default), or pass "
             f"{model_name}='independent' to use this Beta prior"
         )
+
+
+def prior_label(model: str, prior: Any) -> str:
+    """What to call the prior of ``model`` in a header: the pooled model's own hyperpriors (it
+    has no Beta prior; :func:`check_model_prior`), else the Beta prior ``prior`` as given."""
+    return "pooled hyperpriors" if model == "pooled" else str(prior)
 
 
 def design_prior(

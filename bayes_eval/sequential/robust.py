@@ -27,7 +27,7 @@ import numpy as np
 from .._protocols import score_mean
 from .._validation import RNGLike, as_generator, check_level, check_option
 from ..metrics import metric_of_positives
-from ..models import DEFAULT_MODEL
+from ..models import DEFAULT_MODEL, prior_label
 from ..priors import Prior
 from ._linear import SUPPORTED_METRICS, least_favourable_truth
 from ._paths import PathSetup, check_calibration_args, look_model_of, named_design, strict_plan
@@ -348,8 +348,7 @@ def calibrate_worst_case(
         level=level,
         design=str(design_name),
         model=model,
-        # the pooled model has no Beta prior: name what it uses (as its posterior does)
-        prior="pooled hyperpriors" if model == "pooled" else resolved.description,
+        prior=prior_label(model, resolved.description),
         look_model=look_model_of(model),
         n_sims=n_sims,
         seconds=time.perf_counter() - t0,
