@@ -262,7 +262,7 @@ def certify(
     if design is not None and not isinstance(design, str):
         raise TypeError(f"design={design!r} must be a design name (str) or None")
     disclosure: tuple[tuple[str, str], ...] = ()
-    attainable = True
+    correction_used: Correction | None = None
     if calibration is None:
         used = level
         correction = (
@@ -285,8 +285,7 @@ def certify(
                 f"level={level}; calibrate for the same claim"
             )
         used = float(calibration.level_at(int(post.n_labels)))
-        # no nominal level holds alpha at every truth: the rule never accepts (not even at P = 1)
-        attainable = bool(calibration.attainable)
+        correction_used = calibration
         correction = calibration.description
         mcse = float(calibration.mcse)
         disclosure = tuple(calibration.disclosure(int(post.n_labels)).items())
@@ -310,7 +309,12 @@ def certify(
     p = post.prob_at_least(metric, target)
     informed = post.informed().get(metric, True) if hasattr(post, "informed") else True
     return Certification(
-        accepted=bool(p >= used) and attainable,
+        # a Correction decides (an unattainable one never accepts, not even at P = 1)
+        accepted=(
+            correction_used.accepts(p, int(post.n_labels))
+            if correction_used is not None
+            else bool(p >= used)
+        ),
         metric=metric,
         target=target,
         lower_bound=post.lower_bound(metric, decision_level(used)),

@@ -171,6 +171,14 @@ class Correction:
         out = self.boundary[np.maximum(j - 1, 0)]
         return float(out) if np.ndim(out) == 0 else out
 
+    def accepts(self, prob: Any, n_labels: Any) -> Any:
+        """Whether ``P(metric >= target) = prob`` accepts at a look after ``n_labels`` labels
+        (scalars or arrays): ``prob >= level_at(n_labels)``, and never when no nominal level
+        holds alpha at every truth (``attainable`` false), not even at ``prob = 1``."""
+        ok = np.asarray(prob) >= np.asarray(self.level_at(n_labels))
+        ok = ok & bool(self.attainable)
+        return bool(ok) if np.ndim(ok) == 0 else ok
+
     def disclosure(self, n_labels: int | None = None) -> dict[str, str]:
         """Human-readable rows for certificates and reports (strings, strict JSON)."""
         w = self.worst

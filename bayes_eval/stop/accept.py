@@ -179,8 +179,7 @@ class Accept(StopRule):
             else (f"; {int(look.n_labels)} labels is not a scheduled look, so no acceptance")
         )
         return Certification(
-            # an unattainable correction never accepts, not even at P = 1
-            accepted=bool(p >= used) and scheduled and bool(st.attainable),
+            accepted=st.accepts(p, int(look.n_labels)) and scheduled,
             metric=cert.metric,
             target=cert.target,
             lower_bound=posterior.lower_bound(cert.metric, decision_level(used)),
@@ -224,8 +223,7 @@ class Accept(StopRule):
         """Accept where ``mean(draws >= target) >= level_used`` (rows of metric draws)."""
         p = np.mean(np.asarray(draws) >= self.target, axis=-1)
         if self.corrected and self._stored is not None:
-            ok = p >= self._stored.level_at(np.asarray(n_labels, dtype=np.int64))
-            ok &= bool(self._stored.attainable)  # unattainable: never accepts
+            ok = self._stored.accepts(p, np.asarray(n_labels, dtype=np.int64))
         else:
             ok = p >= self.level_used
         if self._schedule is not None:
