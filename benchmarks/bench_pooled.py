@@ -347,18 +347,49 @@ def rmse_part(reps, only=None):
             )
 
 
-def _nuts_fn_draws(prof, layout, n, h, hp, pm_, psd, seed, draws=1000, chains=2):
+def _nuts_fn_draws(prof, layout, n, h, hp, prior, seed, draws=1000, chains=2):
     """NUTS (nutpie) on the same pooled model: the cell deviations sampled, the stratum rates
-    integrated out by the beta-binomial; returns joint draws of theta (draws * chains, K)."""
+    integrated out by the beta-binomial; returns joint draws of theta (draws * chains, K).
+    The hyperprior is the fit's own (``_Prior.log_density``: mean-anchored side intercepts with
+    the Jeffreys factor, Catmull-Rom anchors), written in pytensor as a potential."""
     import nutpie
     import pymc as pm
+    import pytensor.tensor as pt
+
+    from bayes_eval.models._prior import ANCHOR_GRID
 
     side = prof.predicted.astype(float)
+    g0, step = float(ANCHOR_GRID[0]), float(ANCHOR_GRID[1] - ANCHOR_GRID[0])
+
+    def cr(values, beta):
+        t = (beta - g0) / step
+        i = pt.clip(pt.floor(t), 1, values.size - 3).astype("int64")
+        u = pt.clip(t - i, 0.0, 1.0)
+        v = pt.as_tensor_variable(values)
+        p0, p1, p2, p3 = v[i - 1], v[i], v[i + 1], v[i + 2]
+        return p1 + 0.5 * u * (
+            p2 - p0 + u * (2 * p0 - 5 * p1 + 4 * p2 - p3 + u * (3 * (p1 - p2) + p3 - p0))
+        )
+
+    def log_expit(x):
+        return -pt.log1pexp(-x)
+
     with pm.Model() as model:
-        al = pm.Normal("alpha", pm_[0], psd[0])
-        be_ = pm.Normal("beta", pm_[1], psd[1])
-        ga = pm.Normal("gamma", pm_[2], psd[2])
-        lt = pm.Normal("log_tau", pm_[3], psd[3])
+        al = pm.Flat("alpha", initval=prior.start()[0])
+        be_ = pm.Flat("beta", initval=prior.start()[1])
+        ga = pm.Flat("gamma", initval=prior.start()[2])
+        lt = pm.Flat("log_tau", initval=prior.start()[3])
+        a0, a1 = cr(prior.anchor[0], be_), cr(prior.anchor[1], be_)
+        z0, z1 = prior.intercepts(np.zeros(()))
+        sa, sb, st = prior.sd[0], prior.sd[1], prior.sd[3]
+        m0 = al - a0 + float(z0)
+        m1 = al + ga - a1 + float(z1)
+        pm.Potential(
+            "hyperprior",
+            -0.5 * (((al - a0) / sa) ** 2 + ((al + ga - a1) / sa) ** 2)
+            - 0.5 * (((be_ - prior.mean[1]) / sb) ** 2 + ((lt - prior.mean[3]) / st) ** 2)
+            + 0.5 * (log_expit(m0) + log_expit(-m0) + log_expit(m1) + log_expit(-m1)),
+        )
         eta = al + be_ * (prof.x - prof.center) + ga * side[:, None]
         lp = pm.math.log((prof.weight * pm.math.sigmoid(eta)).sum(axis=-1))
         lq = pm.math.log((prof.weight * pm.math.sigmoid(-eta)).sum(axis=-1))
@@ -384,7 +415,8 @@ def _nuts_fn_draws(prof, layout, n, h, hp, pm_, psd, seed, draws=1000, chains=2)
 def nuts_check(seed=5):
     """The deterministic fit against NUTS on the same model (issue 13: agreement within Monte
     Carlo error on battery cases)."""
-    from bayes_eval.models.pooled import Hyperpriors, _layout, _prior_center
+    from bayes_eval.models._prior import prior_of
+    from bayes_eval.models.pooled import Hyperpriors, _layout
 
     print("\n## NUTS (nutpie) check: the same model, deterministic fit vs NUTS (2 x 1000 draws)")
     print(
@@ -406,9 +438,8 @@ def nuts_check(seed=5):
         n = np.minimum(per, sizes)
         h = gen.hypergeometric(pos, sizes - pos, n)
         hp = Hyperpriors()
-        pm_, psd = _prior_center(prof, hp)
         layout = _layout(prof, hp)
-        th_nuts, div = _nuts_fn_draws(prof, layout, n, h, hp, pm_, psd, seed)
+        th_nuts, div = _nuts_fn_draws(prof, layout, n, h, hp, prior_of(prof, hp), seed)
         fit = fit_pooled(prof, n, h, warn=False)
         th_fit = draw_theta(fit, 20_000, gen)
         for name, sel in (("FN", ~pred), ("TP", pred)):

@@ -134,14 +134,16 @@ def test_fit_is_deterministic_finite_and_batched(pop2):
 
 
 def test_needle_strata_stay_near_zero(pop2):
-    # no pull towards 1/2: with 0 positives in 40 labels the low strata sit far below the
-    # Jeffreys posterior mean 0.5/41
+    # no pull towards 1/2: with 0 positives in 40 labels in each of the 5 negative strata the
+    # strata share their side's rate (these labels show no slope), whose uniform-prior mean is
+    # about 1 / (200 + 2); far below each stratum's own Jeffreys posterior mean 0.5/41
     _, strata, prof, _ = pop2
     n = np.full(strata.n_strata, 40)
     h = np.where(strata.predicted, 25, 0)
-    a, b = beta_approximation(fit_pooled(prof, n, h))
+    a, b = beta_approximation(fit_pooled(prof, n, h, warn=False))
     m = a / (a + b)
-    assert (m[:3] < 0.5 / 41 / 3).all()
+    assert (m[:5] < 0.5 / 41 * 0.7).all()
+    assert abs(float(m[:5].mean()) - 1 / 202) < 0.5 / 202
 
 
 def test_draws_match_beta_approximation(pop2):
@@ -243,7 +245,7 @@ def test_uninformative_scores_warn_and_pool_within_side():
     pos = np.bincount(strata.assignment, weights=lp.truth).astype(np.int64)
     n = np.full(strata.n_strata, 100)
     h = np.random.default_rng(0).hypergeometric(pos, strata.sizes - pos, n)
-    with pytest.warns(UninformativeScoresWarning, match="flat calibration curve"):
+    with pytest.warns(UninformativeScoresWarning, match="do not show that the scores rank"):
         fit = fit_pooled(prof, n, h)
     assert not fit.informative
     a, b = beta_approximation(fit)
@@ -313,7 +315,8 @@ def test_estimate_with_model_pooled(pop2):
     assert "hyperposterior" in tree.children
     assert "tau ~" in tree.attrs["hyperpriors"]
     tm = lp.true_metrics()
-    assert abs(post.mean("f1") - tm["f1"]) < 0.1
+    # 400 random labels leave ~8 on the predicted-positive side: within 3 posterior sds
+    assert abs(post.mean("f1") - tm["f1"]) < 3 * post.std("f1")
     again = be.estimate(strata, lp.labels_for(ids), model="pooled", draws=4000, rng=0)
     assert post.mean("f1") == again.mean("f1")
 

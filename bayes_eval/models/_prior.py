@@ -1,0 +1,179 @@
+r"""The hyperprior of the pooled model: mean-anchored side intercepts, sceptical of the classifier.
+
+For probability scores the intercept of each predicted side s is centred on :math:`a_s(\beta)`,
+the intercept at which the calibration curve's mean over the side's items equals the side's mean
+score (so the prior of each side's positives does not depend on the slope, the strata or the
+other side), and the prior is multiplied by :math:`m_s (1 - m_s)` for each side's mean rate
+:math:`m_s` (a uniform prior on it: on the logit it leans towards more missed positives and
+more false positives, so lower bounds stay conservative where the labels cannot measure a side).
+The anchors are computed once per profile on a grid of slopes (:data:`ANCHOR_GRID`) and
+interpolated (Catmull-Rom, C1). Measurements and the reasoning: :mod:`bayes_eval.models.pooled`.
+
+References
+----------
+Bennett & Carvalho, ``../shared/seeds/000_51972d8d13fae9c1.txt`` (scores as the prior guide to
+each stratum's rate). Webber et al., ``../shared/seeds/002_bcc5f0faf615c660.txt`` (the uniform
+prior of a rate in beta-binomial bounds).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ._profile import ScoreProfile
+
+__all__ = ["ANCHOR_GRID", "Prior", "prior_of"]
+
+#: dimension of the hyperparameter vector (alpha, beta, gamma, log tau)
+_D = 4
+
+#: slope grid of the mean-anchored intercepts (Catmull-Rom interpolation between its points,
+#: linear extrapolation beyond it)
+ANCHOR_GRID = np.linspace(-8.0, 8.0, 321)
+_ANCHOR_BINS = 512
+#: power of ``m (1 - m)`` on the logit of each side's mean rate m: 1 is a uniform prior on m
+_SIDE_RATE_POWER = 1.0
+_ANCHOR_CACHE: dict[tuple[Any, ...], Prior] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class Prior:
+    """The hyperprior of a profile as a log density on ``phi = (alpha, beta, gamma, log tau)``.
+
+    For probability scores (``anchored``) the two side intercepts ``alpha`` and ``alpha + gamma``
+    are centred on ``anchor[s](beta)``: the intercept at which the curve's mean over side s's
+    items equals the side's mean score (so the prior of each side's positives is the same
+    whatever the slope and the strata); margins keep independent normals on ``phi``.
+    """
+
+    mean: np.ndarray
+    sd: np.ndarray
+    anchored: bool
+    anchor: np.ndarray  # (2, len(ANCHOR_GRID)) intercept of side 0 / side 1 on the slope grid
+
+    def intercepts(self, beta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Anchor intercepts of side 0 and side 1 at slopes ``beta`` (any shape)."""
+        return _catmull_rom(self.anchor[0], beta), _catmull_rom(self.anchor[1], beta)
+
+    def start(self) -> np.ndarray:
+        """The prior's centre (Newton's default starting point), ``(4,)``."""
+        if not self.anchored:
+            return self.mean.copy()
+        a0, a1 = self.intercepts(np.array(self.mean[1]))
+        return np.array([float(a0), self.mean[1], float(a1 - a0), self.mean[3]])
+
+    def side_gap(self, phi: np.ndarray) -> np.ndarray:
+        """Logit of the predicted-positive side's mean curve rate minus the predicted-negative
+        side's (to first order in the intercepts), ``(...)`` for ``phi`` ``(..., 4)``."""
+        if not self.anchored:
+            return phi[..., 2]
+        a0, a1 = self.intercepts(phi[..., 1])
+        z0, z1 = self.intercepts(np.zeros(()))  # the logits of the sides' mean scores
+        return (phi[..., 0] + phi[..., 2] - a1 + z1) - (phi[..., 0] - a0 + z0)
+
+    def log_density(self, phi: np.ndarray) -> np.ndarray:
+        """Log prior density (up to a constant) at ``phi`` ``(..., 4)``."""
+        if not self.anchored:
+            return -0.5 * (((phi - self.mean) / self.sd) ** 2).sum(axis=-1)
+        al, be, ga, lt = (phi[..., j] for j in range(_D))
+        a0, a1 = self.intercepts(be)
+        z0, z1 = self.intercepts(np.zeros(()))
+        sa, sb, st = self.sd[0], self.sd[1], self.sd[3]
+        z = ((al - a0) / sa) ** 2 + ((al + ga - a1) / sa) ** 2
+        z = z + ((be - self.mean[1]) / sb) ** 2 + ((lt - self.mean[3]) / st) ** 2
+        # uniform prior on each side's mean rate m: the factor m (1 - m) on its logit
+        m0 = al - a0 + z0
+        m1 = al + ga - a1 + z1
+        jeff = _log_expit(m0) + _log_expit(-m0) + _log_expit(m1) + _log_expit(-m1)
+        return -0.5 * z + _SIDE_RATE_POWER * jeff
+
+
+def _log_expit(x: np.ndarray) -> np.ndarray:
+    """``log(1 / (1 + exp(-x)))`` without overflow."""
+    return -np.logaddexp(0.0, -x)
+
+
+def _catmull_rom(values: np.ndarray, beta: np.ndarray) -> np.ndarray:
+    """C1 cubic interpolation of ``values`` on :data:`ANCHOR_GRID` at ``beta``."""
+    g = ANCHOR_GRID
+    step = g[1] - g[0]
+    beta = np.asarray(beta, dtype=np.float64)
+    t = (beta - g[0]) / step
+    i = np.clip(np.floor(t).astype(np.int64), 1, g.size - 3)
+    u = np.clip(t - i, 0.0, 1.0)
+    p0, p1, p2, p3 = values[i - 1], values[i], values[i + 1], values[i + 2]
+    inner = p1 + 0.5 * u * (
+        p2 - p0 + u * (2.0 * p0 - 5.0 * p1 + 4.0 * p2 - p3 + u * (3.0 * (p1 - p2) + p3 - p0))
+    )
+    lo = values[0] + (values[1] - values[0]) / step * (beta - g[0])
+    hi = values[-1] + (values[-1] - values[-2]) / step * (beta - g[-1])
+    return np.where(beta < g[0], lo, np.where(beta > g[-1], hi, inner))
+
+
+def _side_anchor(profile: ScoreProfile, side: bool, center: float) -> np.ndarray:
+    """Intercepts ``a(beta)`` on the slope grid with ``mean over the side's items of
+    expit(a + beta (x - center)) = the side's mean score`` (Newton, vectorised over the grid)."""
+    on = profile.predicted == side
+    if not on.any():
+        on = ~on  # an empty side: anchor it like the other (only its prior is used)
+    v = (profile.side_share[on, None] * profile.weight[on]).ravel()
+    x = profile.x[on].ravel()
+    keep = v > 0
+    v, x = v[keep] / v[keep].sum(), x[keep]
+    if x.max() > x.min():  # merge onto a fine grid (the profile's bins are per stratum)
+        cell = np.minimum(
+            ((x - x.min()) / (x.max() - x.min()) * _ANCHOR_BINS).astype(np.int64),
+            _ANCHOR_BINS - 1,
+        )
+        vv = np.bincount(cell, weights=v, minlength=_ANCHOR_BINS)
+        xx = np.bincount(cell, weights=v * x, minlength=_ANCHOR_BINS)
+        ok = vv > 0
+        v, x = vv[ok], xx[ok] / vv[ok]
+    xc = x - center
+    target = float(np.clip((v / (1.0 + np.exp(-x))).sum(), 1e-12, 1.0 - 1e-12))
+    lt = math.log(target / (1.0 - target))
+    a = lt - ANCHOR_GRID * float((v * xc).sum())
+    for _ in range(60):
+        eta = np.clip(a[:, None] + ANCHOR_GRID[:, None] * xc[None, :], -700.0, 700.0)
+        p = 1.0 / (1.0 + np.exp(-eta))
+        m = np.clip((p * v).sum(axis=1), 1e-300, 1.0)
+        d = (p * (1.0 - p) * v).sum(axis=1)
+        # Newton on log m(a) = log target (concave in a: monotone convergence from either side)
+        step = np.clip((math.log(target) - np.log(m)) * m / np.maximum(d, 1e-300), -5.0, 5.0)
+        a = a + step
+        if np.abs(step).max() < 1e-10:
+            break
+    return a
+
+
+def prior_of(profile: ScoreProfile, hp: Any) -> Prior:
+    """The hyperprior of ``profile`` under ``hp`` (a :class:`~bayes_eval.models.pooled.Hyperpriors`;
+    cached per profile and hyperpriors: the anchors cost a few milliseconds)."""
+    if profile.kind == "margin":
+        mean = np.array([0.0, hp.beta_mean, 0.0, math.log(hp.tau_median)])
+        sd = np.array([hp.margin_alpha_sd, hp.beta_sd, hp.gamma_sd, hp.log_tau_sd])
+        return Prior(mean, sd, False, np.zeros((2, ANCHOR_GRID.size)))
+    key = (
+        hp,
+        profile.kind,
+        profile.center,
+        profile.x.tobytes(),
+        profile.weight.tobytes(),
+        profile.sizes.tobytes(),
+        profile.predicted.tobytes(),
+    )
+    hit = _ANCHOR_CACHE.get(key)
+    if hit is not None:
+        return hit
+    mean = np.array([profile.center, hp.beta_mean, 0.0, math.log(hp.tau_median)])
+    sd = np.array([hp.alpha_sd, hp.beta_sd, hp.alpha_sd, hp.log_tau_sd])
+    anchor = np.stack([_side_anchor(profile, s, profile.center) for s in (False, True)])
+    out = Prior(mean, sd, True, anchor)
+    if len(_ANCHOR_CACHE) > 64:
+        _ANCHOR_CACHE.clear()
+    _ANCHOR_CACHE[key] = out
+    return out
