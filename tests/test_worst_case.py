@@ -154,8 +154,9 @@ def test_worst_case_holds_where_the_single_truth_failed(strata):
 @pytest.mark.slow
 def test_worst_case_holds_for_the_pooled_model():
     """Pooled model, proportional design, 10 looks: the old single-truth level (which simulated
-    the independent model) accepts more often (above alpha at >= 2 truths); the worst-case boundary, simulating the
-    pooled model, holds alpha at all of them on fresh audits (alpha + 3 MC s.e.)."""
+    the independent model) accepts more often (above alpha at >= 2 truths); the worst-case
+    boundary, simulating the pooled model, holds alpha at all of them on fresh audits
+    (alpha + 3 MC s.e.)."""
     lp = be.datasets.synthetic(20_000, prevalence=0.2, separation=2.0, rng=1)
     st = be.stratify(lp.population, n_strata=2)
     kw = dict(metric="f1", target=0.6, design="proportional", batch_size=20, budget=200)
