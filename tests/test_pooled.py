@@ -416,3 +416,28 @@ def test_cell_layout_is_a_fixed_fraction_of_each_side():
             idx = np.flatnonzero(pred == side)
             cells_in_order = lay.cell[idx[np.argsort(order[idx])]]
             assert (np.diff(cells_in_order) >= 0).all()
+
+
+def test_prior_anchors_each_side_on_its_mean_score(pop2):
+    """At alpha_s = a_s(beta) the curve's mean over side s equals the side's mean score for any
+    slope, and the prior's side logits are then exactly those of the mean scores."""
+    from scipy.special import expit, logit
+
+    from bayes_eval.models._prior import prior_of
+    from bayes_eval.models.pooled import Hyperpriors
+
+    lp, _, prof, _ = pop2
+    pr = prior_of(prof, Hyperpriors())
+    scores = np.clip(np.asarray(lp.population.scores, dtype=float), 1e-9, 1 - 1e-9)
+    x = logit(scores)
+    side = np.asarray(lp.population.predictions, dtype=bool)
+    for beta in (-1.0, 0.0, 0.7, 2.3):
+        a0, a1 = (float(v) for v in pr.intercepts(np.array(beta)))
+        for s_, a in ((False, a0), (True, a1)):
+            on = side == s_
+            curve = expit(a + beta * (x[on] - prof.center)).mean()
+            assert curve == pytest.approx(scores[on].mean(), rel=0.02)
+        phi = np.array([a0, beta, a1 - a0, 0.0])
+        m0, m1 = pr.side_logits(phi)
+        assert float(m0) == pytest.approx(logit(scores[~side].mean()), abs=0.02)
+        assert float(m1) == pytest.approx(logit(scores[side].mean()), abs=0.02)

@@ -28,12 +28,10 @@ from ._profile import ScoreProfile
 
 __all__ = ["ANCHOR_GRID", "Prior", "prior_of"]
 
-#: dimension of the hyperparameter vector (alpha, beta, gamma, log tau)
-_D = 4
-
 #: slope grid of the mean-anchored intercepts (Catmull-Rom interpolation between its points,
 #: linear extrapolation beyond it)
 ANCHOR_GRID = np.linspace(-8.0, 8.0, 321)
+_ZERO_SLOPE = 160  # ANCHOR_GRID[160] == 0.0
 _ANCHOR_BINS = 512
 #: power of ``m (1 - m)`` on the logit of each side's mean rate m: 1 is a uniform prior on m
 _SIDE_RATE_POWER = 1.0
@@ -66,30 +64,36 @@ class Prior:
         a0, a1 = self.intercepts(np.array(self.mean[1]))
         return np.array([float(a0), self.mean[1], float(a1 - a0), self.mean[3]])
 
+    def side_logits(self, phi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Logits of each side's mean curve rate ``m_0, m_1`` (to first order in the
+        intercepts: ``alpha_s - a_s(beta)`` plus the logit of the side's mean score), each
+        ``(...)`` for ``phi`` ``(..., 4)`` (anchored priors only)."""
+        a0, a1 = self.intercepts(phi[..., 1])
+        z0, z1 = self.anchor[:, _ZERO_SLOPE]  # a_s(0): the logits of the sides' mean scores
+        return phi[..., 0] - a0 + z0, phi[..., 0] + phi[..., 2] - a1 + z1
+
     def side_gap(self, phi: np.ndarray) -> np.ndarray:
         """Logit of the predicted-positive side's mean curve rate minus the predicted-negative
-        side's (to first order in the intercepts), ``(...)`` for ``phi`` ``(..., 4)``."""
+        side's, ``(...)`` for ``phi`` ``(..., 4)`` (``gamma`` for margins)."""
         if not self.anchored:
             return phi[..., 2]
-        a0, a1 = self.intercepts(phi[..., 1])
-        z0, z1 = self.intercepts(np.zeros(()))  # the logits of the sides' mean scores
-        return (phi[..., 0] + phi[..., 2] - a1 + z1) - (phi[..., 0] - a0 + z0)
+        m0, m1 = self.side_logits(phi)
+        return m1 - m0
 
     def log_density(self, phi: np.ndarray) -> np.ndarray:
         """Log prior density (up to a constant) at ``phi`` ``(..., 4)``."""
         if not self.anchored:
             return -0.5 * (((phi - self.mean) / self.sd) ** 2).sum(axis=-1)
-        al, be, ga, lt = (phi[..., j] for j in range(_D))
-        a0, a1 = self.intercepts(be)
-        z0, z1 = self.intercepts(np.zeros(()))
+        be, lt = phi[..., 1], phi[..., 3]
+        m0, m1 = self.side_logits(phi)
+        z0, z1 = self.anchor[:, _ZERO_SLOPE]
         sa, sb, st = self.sd[0], self.sd[1], self.sd[3]
-        z = ((al - a0) / sa) ** 2 + ((al + ga - a1) / sa) ** 2
+        # alpha_s - a_s(beta) = m_s - a_s(0)
+        z = ((m0 - z0) / sa) ** 2 + ((m1 - z1) / sa) ** 2
         z = z + ((be - self.mean[1]) / sb) ** 2 + ((lt - self.mean[3]) / st) ** 2
         # uniform prior on each side's mean rate m: the factor m (1 - m) on its logit
-        m0 = al - a0 + z0
-        m1 = al + ga - a1 + z1
-        jeff = _log_expit(m0) + _log_expit(-m0) + _log_expit(m1) + _log_expit(-m1)
-        return -0.5 * z + _SIDE_RATE_POWER * jeff
+        unif = _log_expit(m0) + _log_expit(-m0) + _log_expit(m1) + _log_expit(-m1)
+        return -0.5 * z + _SIDE_RATE_POWER * unif
 
 
 def _log_expit(x: np.ndarray) -> np.ndarray:
