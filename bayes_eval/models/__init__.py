@@ -110,6 +110,7 @@ def design_prior(
     *,
     init: np.ndarray | None = None,
     modes: list[np.ndarray] | None = None,
+    fits: list[Any] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The per-stratum Beta prior a design should use so that ``Beta(a + h, b + n - h)`` is the
     model's current marginal posterior of each stratum's rate (the designs speak Beta).
@@ -121,7 +122,8 @@ def design_prior(
 
     For ``"pooled"`` only: ``init`` (shape ``(..., 4)``) warm-starts the hyper-mode search (the
     result does not depend on it beyond the search tolerance), and the fitted modes are appended
-    to ``modes`` when a list is given (the next refit of the same audits starts there).
+    to ``modes`` when a list is given (the next refit of the same audits starts there), the
+    fit itself to ``fits``.
     """
     if model == "hierarchical":
         hier = importlib.import_module("bayes_eval.hierarchical")
@@ -133,6 +135,8 @@ def design_prior(
         fit = fit_pooled(score_profile_of(strata), n, h, warn=False, init=init)
         if modes is not None:
             modes.append(fit.mode)
+        if fits is not None:
+            fits.append(fit)
         big_a, big_b = beta_approximation(fit)
         n = np.asarray(n, dtype=np.float64)
         h = np.asarray(h, dtype=np.float64)

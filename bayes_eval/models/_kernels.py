@@ -36,7 +36,7 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = ["log_post", "marginal_moments"]
+__all__ = ["log_post", "marginal_moments", "node_linear_moments"]
 
 
 _SQRT2 = math.sqrt(2.0)
@@ -435,3 +435,124 @@ def marginal_moments(
         v,
     )
     return m.reshape(*batch, k), v.reshape(*batch, k)
+
+
+@njit(cache=True, error_model="numpy")
+def _node_linear(
+    weight: np.ndarray,
+    node_weight: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    n: np.ndarray,
+    h: np.ndarray,
+    cell: np.ndarray,
+    sizes: np.ndarray,
+    wk: np.ndarray,
+    finite: bool,
+    out: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    rows, s_n, q_n, k_n = a.shape
+    g_n = node_weight.shape[-1]
+    c1 = np.empty((q_n, g_n))
+    c2 = np.empty((q_n, g_n))
+    c3 = np.empty((q_n, g_n))
+    for r in range(rows):
+        for s in range(s_n):
+            if weight[r, s] == 0.0:
+                out[r, s, 0] = 0.0
+                out[r, s, 1] = 0.0
+                out[r, s, 2] = 0.0
+                continue
+            c1[:] = 0.0
+            c2[:] = 0.0
+            c3[:] = 0.0
+            for q in range(q_n):
+                for k in range(k_n):
+                    g = cell[k]
+                    w = wk[k]
+                    ap = a[r, s, q, k] + h[r, k]
+                    bp = b[r, s, q, k] + (n[r, k] - h[r, k])
+                    t = ap + bp
+                    mu = ap / t
+                    mub = bp / t
+                    var = mu * mub / (t + 1.0)
+                    k3 = 2.0 * var * (mub - mu) / (t + 2.0)
+                    if finite:
+                        rr = sizes[k] - n[r, k]
+                        o = 1.0 - 2.0 * mu
+                        m1 = h[r, k] + rr * mu
+                        m2 = rr * (mu * (1.0 - mu) - var) + rr * rr * var
+                        m3 = (
+                            rr * (mu * (1.0 - mu) * o - 3.0 * var * o + 2.0 * k3)
+                            + 3.0 * rr * rr * (var * o - k3)
+                            + rr * rr * rr * k3
+                        )
+                    else:
+                        m1 = sizes[k] * mu
+                        m2 = sizes[k] ** 2 * var
+                        m3 = sizes[k] ** 3 * k3
+                    c1[q, g] += w * m1
+                    c2[q, g] += w * w * m2
+                    c3[q, g] += w * w * w * m3
+            # mix each cell over its quadrature nodes, add the cells
+            e1 = 0.0
+            e2 = 0.0
+            e3 = 0.0
+            for g in range(g_n):
+                f1 = 0.0
+                for q in range(q_n):
+                    f1 += node_weight[r, s, q, g] * c1[q, g]
+                f2 = 0.0
+                f3 = 0.0
+                for q in range(q_n):
+                    p = node_weight[r, s, q, g]
+                    d = c1[q, g] - f1
+                    f2 += p * (c2[q, g] + d * d)
+                    f3 += p * (c3[q, g] + 3.0 * c2[q, g] * d + d * d * d)
+                e1 += f1
+                e2 += f2
+                e3 += f3
+            out[r, s, 0] = e1
+            out[r, s, 1] = e2
+            out[r, s, 2] = e3
+
+
+def node_linear_moments(
+    weight: np.ndarray,
+    node_weight: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    n: np.ndarray,
+    h: np.ndarray,
+    cell: np.ndarray,
+    sizes: np.ndarray,
+    w: np.ndarray,
+    finite_population: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """First three cumulants of ``sum_k w_k P_k`` at every hyper-node, each ``(..., S)``: the
+    numpy formulas of ``bayes_eval.models.pooled._node_linear_cumulants_reference`` (exact
+    stratum cumulants given a node, mixed over each cell's quadrature nodes, added over cells)
+    without ``(..., S, Q, K)`` temporaries. Hyper-nodes of weight 0 get zeros (they are
+    skipped, as in :func:`marginal_moments`)."""
+    batch = weight.shape[:-1]
+    s, q, k = a.shape[-3:]
+    g = node_weight.shape[-1]
+    rows = int(np.prod(batch, dtype=np.int64))
+    out = np.empty((rows, s, 3))
+    _node_linear(
+        np.ascontiguousarray(np.broadcast_to(weight, (*batch, s)).reshape(rows, s)),
+        np.ascontiguousarray(
+            np.broadcast_to(node_weight, (*batch, s, q, g)).reshape(rows, s, q, g)
+        ),
+        np.ascontiguousarray(np.broadcast_to(a, (*batch, s, q, k)).reshape(rows, s, q, k)),
+        np.ascontiguousarray(np.broadcast_to(b, (*batch, s, q, k)).reshape(rows, s, q, k)),
+        np.ascontiguousarray(np.broadcast_to(n, (*batch, k)).reshape(rows, k), dtype=np.float64),
+        np.ascontiguousarray(np.broadcast_to(h, (*batch, k)).reshape(rows, k), dtype=np.float64),
+        np.ascontiguousarray(cell, dtype=np.int64),
+        np.ascontiguousarray(np.broadcast_to(sizes, (k,)), dtype=np.float64),
+        np.ascontiguousarray(np.broadcast_to(w, (k,)), dtype=np.float64),
+        bool(finite_population),
+        out,
+    )
+    out = out.reshape(*batch, s, 3)
+    return out[..., 0], out[..., 1], out[..., 2]
