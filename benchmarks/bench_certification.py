@@ -146,6 +146,8 @@ def main() -> None:
     ap.add_argument("--deadline", type=float, default=3600.0)
     ap.add_argument("--designs", default="", help="comma list: run only these designs")
     ap.add_argument("--skip-demo", action="store_true", help="skip the demo cell")
+    ap.add_argument("--metrics", default="", help="comma list: run only these metrics")
+    ap.add_argument("--looks", default="", help="comma list: run only these look schedules")
     args = ap.parse_args()
     t_start = time.perf_counter()
     lp = be.datasets.demo_population()
@@ -173,6 +175,10 @@ def main() -> None:
         if args.designs and design not in args.designs.split(","):
             continue
         if args.skip_demo and cell[1:] == ("posterior_variance", "f1", "every"):
+            continue
+        if args.metrics and metric not in args.metrics.split(","):
+            continue
+        if args.looks and looks not in args.looks.split(","):
             continue
         if time.perf_counter() - t_start > args.deadline:
             skipped.append(cell)

@@ -534,7 +534,8 @@ def _curve(prob: np.ndarray, schedule: np.ndarray, grid: np.ndarray) -> xr.Datas
 
 
 #: bumped whenever the simulated procedure changes, so that cached calibrations are not reused
-CALIBRATION_VERSION = 3
+#: (4: the session-5 pooled hyperprior and the dependence-keeping pooled look model)
+CALIBRATION_VERSION = 4
 
 
 def calibration_key(**parts: Any) -> str:
