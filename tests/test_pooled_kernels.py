@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bayes_eval.models import _cells, _kernels, pooled
+from bayes_eval.models import _cells, _kernels, _linear_form, pooled
 from bayes_eval.models._profile import score_profile
 from bayes_eval.models.pooled import Hyperpriors, beta_approximation, fit_pooled
 
@@ -187,7 +187,7 @@ def test_linear_form_kernel_matches_numpy_reference(k, n_pos, cells, finite):
     fit = fit_pooled(prof, n, h, hyperpriors=Hyperpriors(cells=cells), warn=False)
     w = np.where(prof.predicted, 1.3, -0.7)
     nodes = pooled.linear_form_nodes(fit, n, h, prof.sizes, w, finite_population=finite)
-    ref = pooled._node_linear_cumulants_reference(fit, n, h, prof.sizes, w, finite)
+    ref = _linear_form._node_linear_cumulants_reference(fit, n, h, prof.sizes, w, finite)
     on = fit.weight > 0
     for got, want in zip((nodes.k1, nodes.k2, nodes.k3), ref, strict=True):
         scale = np.abs(want).max(axis=-1, keepdims=True)  # k1 and k3 cancel between sides

@@ -530,7 +530,7 @@ def node_linear_moments(
     finite_population: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """First three cumulants of ``sum_k w_k P_k`` at every hyper-node, each ``(..., S)``: the
-    numpy formulas of ``bayes_eval.models.pooled._node_linear_cumulants_reference`` (exact
+    numpy formulas of ``bayes_eval.models._linear_form._node_linear_cumulants_reference`` (exact
     stratum cumulants given a node, mixed over each cell's quadrature nodes, added over cells)
     without ``(..., S, Q, K)`` temporaries. Hyper-nodes of weight 0 get zeros (they are
     skipped, as in :func:`marginal_moments`)."""
