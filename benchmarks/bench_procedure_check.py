@@ -43,6 +43,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=300)
     ap.add_argument("--cal-sims", type=int, default=2000)
     ap.add_argument("--truths", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=11, help="seed of the simulated audits")
     args = ap.parse_args()
     lp = be.datasets.synthetic(20_000, prevalence=0.2, separation=2.0, rng=1)
     st = be.stratify(lp.population, n_strata=3)
@@ -73,7 +74,7 @@ def main() -> None:
             stop=rule,
             model=args.model,
             draws=2000,
-            rng=11,
+            rng=args.seed,
             trajectory=False,
         )["posterior_variance"]
         # the Accept rule's reasons: "accepted: ..." or "budget exhausted without acceptance"
