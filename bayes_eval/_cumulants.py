@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-__all__ = ["PositiveCumulants", "prob_at_least", "prob_sum_at_least", "stratum_cumulants"]
+__all__ = ["PositiveCumulants", "form_cumulants", "prob_at_least", "stratum_cumulants"]
 
 #: below this |skewness| the normal approximation is used (the gamma tends to it)
 _NORMAL_SKEW = 1e-4
@@ -67,14 +67,17 @@ def stratum_cumulants(
     )
 
 
-def prob_sum_at_least(cum: PositiveCumulants, w: np.ndarray, c: np.ndarray | float) -> np.ndarray:
-    """``Pr(sum_k w_k P_k >= c)`` for independent strata whose positives have the cumulants
-    ``cum`` (:func:`stratum_cumulants`); ``w`` broadcasts over ``(..., K)``, the sum is over the
-    last axis (see the module docstring)."""
-    big1 = (w * cum.mean).sum(axis=-1)
-    big2 = (w * w * cum.var).sum(axis=-1)
-    big3 = (w**3 * cum.k3).sum(axis=-1)
-    return prob_at_least(big1, big2, big3, c)
+def form_cumulants(
+    cum: PositiveCumulants, w: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The cumulants of ``sum_k w_k P_k`` for independent strata whose positives have the
+    cumulants ``cum`` (:func:`stratum_cumulants`); ``w`` broadcasts over ``(..., K)``, the sum
+    is over the last axis. :func:`prob_at_least` turns them into ``Pr(sum >= c)``."""
+    return (
+        (w * cum.mean).sum(axis=-1),
+        (w * w * cum.var).sum(axis=-1),
+        (w**3 * cum.k3).sum(axis=-1),
+    )
 
 
 def prob_at_least(

@@ -401,6 +401,35 @@ def _moments(
             v_out[r, k] = s2 - m * m
 
 
+def _fit_rows(
+    weight: np.ndarray,
+    node_weight: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    n: np.ndarray,
+    h: np.ndarray,
+    cell: np.ndarray,
+) -> tuple[tuple[int, ...], tuple[np.ndarray, ...]]:
+    """A fit's arrays with the batch axes broadcast and flattened to one row axis, contiguous,
+    in the kernels' argument order (``weight, node_weight, a, b, n, h, cell``), and the batch
+    shape."""
+    batch = weight.shape[:-1]
+    s, q, k = a.shape[-3:]
+    g = node_weight.shape[-1]
+    rows = int(np.prod(batch, dtype=np.int64))
+    return batch, (
+        np.ascontiguousarray(np.broadcast_to(weight, (*batch, s)).reshape(rows, s)),
+        np.ascontiguousarray(
+            np.broadcast_to(node_weight, (*batch, s, q, g)).reshape(rows, s, q, g)
+        ),
+        np.ascontiguousarray(np.broadcast_to(a, (*batch, s, q, k)).reshape(rows, s, q, k)),
+        np.ascontiguousarray(np.broadcast_to(b, (*batch, s, q, k)).reshape(rows, s, q, k)),
+        np.ascontiguousarray(np.broadcast_to(n, (*batch, k)).reshape(rows, k), dtype=np.float64),
+        np.ascontiguousarray(np.broadcast_to(h, (*batch, k)).reshape(rows, k), dtype=np.float64),
+        np.ascontiguousarray(cell, dtype=np.int64),
+    )
+
+
 def marginal_moments(
     weight: np.ndarray,
     node_weight: np.ndarray,
@@ -415,25 +444,11 @@ def marginal_moments(
     cell (``node_weight`` ``(..., S, Q, G)``) of the posterior Betas ``Beta(a + h, b + n - h)``
     (``a, b`` ``(..., S, Q, K)``), without ``(..., S, Q, K)`` temporaries (the numpy formulas of
     :func:`bayes_eval.models.pooled.beta_approximation`, summed in another order)."""
-    batch = weight.shape[:-1]
-    s, q, k = a.shape[-3:]
-    g = node_weight.shape[-1]
-    rows = int(np.prod(batch, dtype=np.int64))
+    batch, arrays = _fit_rows(weight, node_weight, a, b, n, h, cell)
+    rows, k = arrays[0].shape[0], arrays[2].shape[-1]
     m = np.empty((rows, k))
     v = np.empty((rows, k))
-    _moments(
-        np.ascontiguousarray(np.broadcast_to(weight, (*batch, s)).reshape(rows, s)),
-        np.ascontiguousarray(
-            np.broadcast_to(node_weight, (*batch, s, q, g)).reshape(rows, s, q, g)
-        ),
-        np.ascontiguousarray(np.broadcast_to(a, (*batch, s, q, k)).reshape(rows, s, q, k)),
-        np.ascontiguousarray(np.broadcast_to(b, (*batch, s, q, k)).reshape(rows, s, q, k)),
-        np.ascontiguousarray(np.broadcast_to(n, (*batch, k)).reshape(rows, k), dtype=np.float64),
-        np.ascontiguousarray(np.broadcast_to(h, (*batch, k)).reshape(rows, k), dtype=np.float64),
-        np.ascontiguousarray(cell, dtype=np.int64),
-        m,
-        v,
-    )
+    _moments(*arrays, m, v)
     return m.reshape(*batch, k), v.reshape(*batch, k)
 
 
@@ -534,21 +549,11 @@ def node_linear_moments(
     stratum cumulants given a node, mixed over each cell's quadrature nodes, added over cells)
     without ``(..., S, Q, K)`` temporaries. Hyper-nodes of weight 0 get zeros (they are
     skipped, as in :func:`marginal_moments`)."""
-    batch = weight.shape[:-1]
-    s, q, k = a.shape[-3:]
-    g = node_weight.shape[-1]
-    rows = int(np.prod(batch, dtype=np.int64))
+    batch, arrays = _fit_rows(weight, node_weight, a, b, n, h, cell)
+    rows, s, k = arrays[0].shape[0], arrays[0].shape[1], arrays[2].shape[-1]
     out = np.empty((rows, s, 3))
     _node_linear(
-        np.ascontiguousarray(np.broadcast_to(weight, (*batch, s)).reshape(rows, s)),
-        np.ascontiguousarray(
-            np.broadcast_to(node_weight, (*batch, s, q, g)).reshape(rows, s, q, g)
-        ),
-        np.ascontiguousarray(np.broadcast_to(a, (*batch, s, q, k)).reshape(rows, s, q, k)),
-        np.ascontiguousarray(np.broadcast_to(b, (*batch, s, q, k)).reshape(rows, s, q, k)),
-        np.ascontiguousarray(np.broadcast_to(n, (*batch, k)).reshape(rows, k), dtype=np.float64),
-        np.ascontiguousarray(np.broadcast_to(h, (*batch, k)).reshape(rows, k), dtype=np.float64),
-        np.ascontiguousarray(cell, dtype=np.int64),
+        *arrays,
         np.ascontiguousarray(np.broadcast_to(sizes, (k,)), dtype=np.float64),
         np.ascontiguousarray(np.broadcast_to(w, (k,)), dtype=np.float64),
         bool(finite_population),

@@ -9,12 +9,13 @@ from typing import Any
 import numpy as np
 from scipy import optimize, special
 
-from .._cumulants import prob_sum_at_least, stratum_cumulants
+from .._cumulants import form_cumulants, prob_at_least, stratum_cumulants
 from ..metrics import METRICS, metric_of_positives
 
 __all__ = [
     "SUPPORTED_METRICS",
     "approx_prob_at_least",
+    "beta_form_cumulants",
     "least_favourable_truth",
     "linear_form",
     "prob_linear_ge",
@@ -83,12 +84,27 @@ def prob_linear_ge(
     ``n``, ``h`` have shape ``(..., K)``; the rest broadcast against them. Pearson type III
     approximation from the exact first three cumulants (see the module docstring).
     """
+    k1, k2, k3 = beta_form_cumulants(n, h, prior_a, prior_b, sizes, w, finite_population)
+    return prob_at_least(k1, k2, k3, c)
+
+
+def beta_form_cumulants(
+    n: np.ndarray,
+    h: np.ndarray,
+    prior_a: np.ndarray,
+    prior_b: np.ndarray,
+    sizes: np.ndarray,
+    w: np.ndarray,
+    finite_population: bool = True,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Exact first three cumulants, each ``(...)``, of ``sum_k w_k P_k`` with independent
+    ``Beta(prior_a + h, prior_b + n - h)`` rates (what :func:`prob_linear_ge` evaluates)."""
     n = np.asarray(n, dtype=np.float64)
     h = np.asarray(h, dtype=np.float64)
     sizes = np.asarray(sizes, dtype=np.float64)
     mu, var, k3 = _beta_cumulants(prior_a + h, prior_b + n - h)
     cum = stratum_cumulants(mu, var, k3, n=n, h=h, sizes=sizes, finite_population=finite_population)
-    return prob_sum_at_least(cum, w, c)
+    return form_cumulants(cum, w)
 
 
 def approx_prob_at_least(post: Any, metric: str, target: float) -> float:

@@ -44,13 +44,14 @@ from typing import Any
 
 import numpy as np
 
-from .._cumulants import prob_at_least, stratum_cumulants
+from .._cumulants import prob_at_least
 from .._loop import BatchPlan, LockStep, LockStepAllocator, design_state
 from .._validation import RNGLike, as_generator, check_positive_int
 from ..designs import make_design
 from ..models import design_prior
+from ..models._linear_form import LinearFormNodes
 from ..priors import Prior
-from ._linear import _beta_cumulants, linear_form, prob_linear_ge
+from ._linear import beta_form_cumulants, linear_form, prob_linear_ge
 
 __all__ = [
     "LOOK_MODELS",
@@ -206,7 +207,7 @@ class _Refit:
     a: np.ndarray
     b: np.ndarray
     mode: np.ndarray | None = None
-    exact: Any = None  # LinearFormNodes (pooled), rows (R, S)
+    exact: LinearFormNodes | None = None  # pooled: rows (R, S)
 
 
 def _effective_prior(
@@ -249,22 +250,6 @@ def _effective_prior(
     for r in range(un.shape[0]):
         ua[r], ub[r] = design_prior(model, strata, un[r], uh[r], a, b, score_mean)
     return _Refit(np.asarray(ua)[inverse], np.asarray(ub)[inverse])
-
-
-def _beta_form_cumulants(
-    n: np.ndarray,
-    h: np.ndarray,
-    a: np.ndarray,
-    b: np.ndarray,
-    sizes: np.ndarray,
-    w: np.ndarray,
-    finite: bool,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Cumulants ``(R,)`` of ``sum_k w_k P_k`` with independent ``Beta(a + h, b + n - h)`` rates
-    (what :func:`~bayes_eval.sequential.prob_linear_ge` sums)."""
-    mu, var, k3 = _beta_cumulants(a + h, b + n - h)
-    cum = stratum_cumulants(mu, var, k3, n=n, h=h, sizes=sizes, finite_population=finite)
-    return (w * cum.mean).sum(axis=-1), (w * w * cum.var).sum(axis=-1), (w**3 * cum.k3).sum(-1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,7 +354,7 @@ def simulate_paths(
             )
             eff_a, eff_b, mode = refit.a, refit.b, refit.mode
             if refit.exact is not None:
-                betas = _beta_form_cumulants(audits.n, audits.h, eff_a, eff_b, *form)
+                betas = beta_form_cumulants(audits.n, audits.h, eff_a, eff_b, *form)
                 dep = _Dependence.at_refit(refit.exact.mixture(), betas)
                 if j is not None:  # a look at a refit: the posterior's own probability
                     out[:, j] = refit.exact.prob(c)
@@ -381,7 +366,7 @@ def simulate_paths(
                     audits.n, audits.h, eff_a, eff_b, sizes, w, c, finite_population
                 )
             else:
-                betas = _beta_form_cumulants(audits.n, audits.h, eff_a, eff_b, *form)
+                betas = beta_form_cumulants(audits.n, audits.h, eff_a, eff_b, *form)
                 out[:, j] = dep.prob(betas, c)
         if progress is not None:
             progress((rnd + 1) * rows, total)
