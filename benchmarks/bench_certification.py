@@ -58,7 +58,7 @@ def _cells(models):
     return first + rest
 
 
-def run_cell(st, model, design, metric, looks, cal_sims, eval_sims, seed):
+def run_cell(st, model, design, metric, looks, cal_sims, eval_sims, seed, draws=None):
     sched = None if looks == "every" else be.sequential.geometric_looks(BATCH, BUDGET)
     t0 = time.perf_counter()
     cal = calibrate_worst_case(
@@ -73,6 +73,7 @@ def run_cell(st, model, design, metric, looks, cal_sims, eval_sims, seed):
         model=model,
         n_sims=cal_sims,
         rng=seed,
+        draws=draws,
     )
     cal_s = time.perf_counter() - t0
     b = cal.boundary
@@ -108,6 +109,7 @@ def run_cell(st, model, design, metric, looks, cal_sims, eval_sims, seed):
         rng=np.random.default_rng(seed + 1000),
         model=model,
         strata=st,
+        draws=draws,
     )
     n_t = len(cal.truths)
     fam = prob[:n_t]
@@ -148,6 +150,12 @@ def main() -> None:
     ap.add_argument("--skip-demo", action="store_true", help="skip the demo cell")
     ap.add_argument("--metrics", default="", help="comma list: run only these metrics")
     ap.add_argument("--looks", default="", help="comma list: run only these look schedules")
+    ap.add_argument(
+        "--draws",
+        type=int,
+        default=40_000,
+        help="posterior draws per look of the audit (their noise is simulated; 0: exact P)",
+    )
     args = ap.parse_args()
     t_start = time.perf_counter()
     lp = be.datasets.demo_population()
@@ -163,7 +171,8 @@ def main() -> None:
         f"calibration: {args.cal_sims} audits per binding truth (independent), "
         f"{args.pooled_cal_sims} (pooled); evaluation on fresh audits: {args.eval_sims} per truth "
         f"(independent, demo cells = posterior_variance x F1), {args.other_eval_sims} (other "
-        f"independent cells), {args.pooled_eval_sims} (pooled). MISS = rate > alpha + 2 s.e."
+        f"independent cells), {args.pooled_eval_sims} (pooled). MISS = rate > alpha + 2 s.e.; "
+        f"P at each look from {args.draws or 'exact'} posterior draws (their noise simulated)"
     )
     sys.stdout.flush()
     models = tuple(args.models.split(","))
@@ -188,7 +197,9 @@ def main() -> None:
         cs = args.pooled_cal_sims if pooled else (args.cal_sims if demo else args.other_cal_sims)
         es = args.pooled_eval_sims if pooled else (args.eval_sims if demo else args.other_eval_sims)
         try:
-            r = run_cell(st, model, design, metric, looks, cs, es, seed=11)
+            r = run_cell(
+                st, model, design, metric, looks, cs, es, seed=11, draws=args.draws or None
+            )
         except ValueError as exc:
             print(f"\n## {model} / {design} / {metric} / {looks}: not run ({exc})")
             continue

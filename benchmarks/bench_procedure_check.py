@@ -26,6 +26,8 @@ import bayes_eval as be
 from bayes_eval.sequential.robust import calibrate_worst_case
 
 TARGET, LEVEL, BATCH, BUDGET = 0.6, 0.95, 20, 600
+#: posterior draws per look of the real procedure (the calibration simulates their noise)
+DRAWS = 2000
 
 
 def labels_at(strata, positives, rng):
@@ -50,7 +52,14 @@ def main() -> None:
     kw = dict(metric="f1", target=TARGET, level=LEVEL, design="posterior_variance")
     t0 = time.perf_counter()
     wc = calibrate_worst_case(
-        st, **kw, batch_size=BATCH, budget=BUDGET, model=args.model, n_sims=args.cal_sims, rng=0
+        st,
+        **kw,
+        batch_size=BATCH,
+        budget=BUDGET,
+        model=args.model,
+        n_sims=args.cal_sims,
+        rng=0,
+        draws=DRAWS,
     )
     print(
         f"# model {args.model}: calibration {time.perf_counter() - t0:.1f} s; boundary "
@@ -73,7 +82,7 @@ def main() -> None:
             n_reps=args.reps,
             stop=rule,
             model=args.model,
-            draws=2000,
+            draws=DRAWS,
             rng=args.seed,
             trajectory=False,
         )["posterior_variance"]

@@ -41,7 +41,7 @@ def strata():
     return be.stratify(lp.population, n_strata=3)
 
 
-def _fresh(st, truths, *, design, budget, n_sims, model, seed):
+def _fresh(st, truths, *, design, budget, n_sims, model, seed, draws=None):
     sizes = np.asarray(st.sizes)
     dsg = make_design(design)
     plan = BatchPlan.build(
@@ -64,6 +64,7 @@ def _fresh(st, truths, *, design, budget, n_sims, model, seed):
         rng=seed,
         model=model,
         strata=st,
+        draws=draws,
     )
 
 
@@ -253,12 +254,35 @@ def test_simulate_reports_progress(strata):
         ({"target": 1.2}, "target"),
         ({"metric": "auc"}, "metric"),
         ({"profiles": ("flat", "nope")}, "profiles"),
+        ({"draws": 0}, "draws"),
+        ({"draws": 2.5}, "draws"),
     ],
 )
 def test_bad_input_is_rejected(strata, kwargs, match):
     base = dict(metric="f1", target=0.6, budget=100, batch_size=20, n_sims=100)
     with pytest.raises((ValueError, TypeError), match=match):
         calibrate_worst_case(strata, **{**base, **kwargs})
+
+
+def test_simulated_looks_carry_the_audits_draw_noise(strata):
+    """With ``draws`` the simulated P at a look is Binomial(draws, P) / draws of the exact P on
+    the same simulated labels (the noise has its own spawned stream)."""
+    mid = (strata.score_min + strata.score_max) / 2
+    truths = truth_family(strata.sizes, strata.predicted, metric="f1", target=0.6, score_rates=mid)[
+        :2
+    ]
+    kw = dict(design="random", budget=200, n_sims=400, model="independent", seed=3)
+    exact = _fresh(strata, truths, **kw)
+    noisy = _fresh(strata, truths, draws=50, **kw)
+    np.testing.assert_allclose(noisy * 50, np.round(noisy * 50), atol=1e-9)
+    diff = (noisy - exact).ravel()
+    var = (exact * (1 - exact) / 50).ravel()
+    # mean zero and the binomial variance, within Monte Carlo error (8,000 looks)
+    assert abs(diff.mean()) < 4 * np.sqrt(var.sum()) / diff.size
+    ratio = (diff**2).sum() / var.sum()
+    assert abs(ratio - 1) < 0.1
+    # and the noise adds crossings of a high boundary
+    assert (noisy >= 0.98).any(axis=-1).mean() > (exact >= 0.98).any(axis=-1).mean()
 
 
 def test_correction_for_rejects_bad_progress(strata):

@@ -4,7 +4,8 @@ The pooled model (:mod:`bayes_eval.models.pooled`) integrates its low-dimensiona
 :math:`p(\phi \mid \text{labels})` without MCMC, for many replicated audits at once:
 
 1. :func:`newton`: damped Newton on :math:`\log p` with finite-difference derivatives on a fixed
-   stencil (vectorised over rows; each row stops on its own once its step is below ``TOL``);
+   stencil (vectorised over rows; chord steps reuse a row's Hessian after a full step; each row
+   stops on its own once its step is below ``TOL`` or its Newton decrement below ``GAIN_TOL``);
 2. the Laplace approximation :math:`N(\hat\phi, (-H)^{-1})` (:func:`neg_inverse` clips the
    eigenvalues of :math:`-H` from below, since no direction should be flatter than the prior);
 3. :func:`importance_nodes` and :func:`importance_weights`: self-normalised importance sampling on
@@ -28,10 +29,12 @@ from collections.abc import Callable
 import numpy as np
 
 __all__ = [
+    "GAIN_TOL",
     "NODES",
     "SCALE",
     "TOL",
     "grad_hess",
+    "gradient",
     "importance_nodes",
     "importance_weights",
     "neg_inverse",
@@ -47,9 +50,18 @@ SCALE = 1.3
 #: finite-difference step
 _H = 1e-3
 _NEWTON_ITERS = 30
+#: longest Newton step (trust region; shrunk after a failed step)
+_MAX_STEP = 3.0
 #: a row's Newton search stops once its step is below this (the importance sampling around the
 #: Laplace approximation corrects any remaining error)
 TOL = 1e-4
+#: ... or once the log density its next step would gain (the Newton decrement) is below this: a
+#: mode that far off moves the Laplace proposal by ~sqrt(2e-5) = 0.005 posterior sds, which the
+#: importance stage corrects. Measured on the demo calibration's refits (session 7): with the
+#: step rule alone ~40 % of the rows ran all 30 iterations along an almost flat direction,
+#: gaining < 1e-5 each; with 1e-4 instead of 1e-5 a warm-started refit's P(F1 >= target) differed
+#: from a cold fit's by > 1e-3 in 10 % of the rows (1e-5: 6e-4 at the 90 % quantile)
+GAIN_TOL = 1e-5
 
 
 def stencil(d: int) -> np.ndarray:
@@ -87,6 +99,12 @@ def grad_hess(f: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
     return g, hs
 
 
+def gradient(f: np.ndarray, d: int) -> np.ndarray:
+    """Gradient from the values ``f`` (..., 1 + 2d) of a function on the first ``1 + 2d`` points
+    of :func:`stencil` (the centre and ``+-h`` on every axis)."""
+    return (f[..., 1 : 1 + 2 * d : 2] - f[..., 2 : 2 + 2 * d : 2]) / (2 * _H)
+
+
 def neg_inverse(hs: np.ndarray, lam_min: float) -> np.ndarray:
     """``(-H)^{-1}`` with eigenvalues of ``-H`` clipped to >= ``lam_min`` (the log posterior is
     the log prior plus a likelihood, so no direction should be flatter than the prior)."""
@@ -103,23 +121,46 @@ def newton(
 
     ``log_post(points, rows)`` evaluates rows ``rows`` of the target at ``points`` of shape
     ``(len(rows), P, d)`` and returns ``(len(rows), P)``. Steps are capped at length 3 and the
-    best of four step lengths is taken if it improves. Returns the modes and the Hessians at
-    the last stencil evaluated for each row.
+    best of four step lengths (1, 1/2, 1/4, 1/10) is taken if it improves; if none improves,
+    the row tries again with the cap at a tenth of the shortest length tried. After a full
+    step the next iteration reuses the row's Hessian and evaluates only the gradient's stencil
+    (a chord step, 9 instead of 33 points in 4-D); after a shortened or failed step the Hessian
+    is evaluated again. A
+    row stops once its step is below :data:`TOL` or its Newton decrement
+    :math:`\\tfrac12 g^\\top (-H)^{-1} g` (the gain in log density the quadratic model
+    predicts) is below :data:`GAIN_TOL`. Returns the modes and the Hessians at them (a row
+    whose last full stencil is more than the stencil's step away from its mode gets one more).
     """
     d = x.shape[-1]
     st = stencil(d)
+    n_grad = 1 + 2 * d
     x = x.copy()
     hess = np.zeros((x.shape[0], d, d))
+    inv = np.zeros((x.shape[0], d, d))
+    h_at = np.full(x.shape, np.nan)  # where each row's Hessian was evaluated
+    full = np.ones(x.shape[0], dtype=bool)
+    cap = np.full(x.shape[0], _MAX_STEP)
     active = np.arange(x.shape[0])
     fx = log_post(x[:, None, :], active)[:, 0]
     steps = np.array([1.0, 0.5, 0.25, 0.1])
     for _ in range(_NEWTON_ITERS):
         xa = x[active]
-        g, hs = grad_hess(log_post(xa[:, None, :] + st, active), d)
-        hess[active] = hs
-        step = np.einsum("...ij,...j->...i", neg_inverse(hs, lam_min), g)
-        norm = np.sqrt((step**2).sum(axis=-1, keepdims=True))
-        step = step * np.minimum(1.0, 3.0 / np.maximum(norm, 1e-300))
+        g = np.empty((active.size, d))
+        redo = full[active]
+        if redo.any():
+            rows = active[redo]
+            g[redo], hs = grad_hess(log_post(xa[redo][:, None, :] + st, rows), d)
+            hess[rows] = hs
+            inv[rows] = neg_inverse(hs, lam_min)
+            h_at[rows] = xa[redo]
+        if not redo.all():
+            rows = active[~redo]
+            g[~redo] = gradient(log_post(xa[~redo][:, None, :] + st[:n_grad], rows), d)
+        step = np.einsum("...ij,...j->...i", inv[active], g)
+        gain = 0.5 * (g * step).sum(axis=-1)
+        norm = np.sqrt((step**2).sum(axis=-1))
+        ca = cap[active]
+        step = step * np.minimum(1.0, ca / np.maximum(norm, 1e-300))[:, None]
         fc = log_post(xa[:, None, :] + steps[:, None] * step[:, None, :], active)
         best = fc.argmax(axis=-1)
         fb = fc[np.arange(active.size), best]
@@ -127,9 +168,21 @@ def newton(
         move = np.where(better[:, None], steps[best][:, None] * step, 0.0)
         x[active] = xa + move
         fx[active] = np.where(better, fb, fx[active])
-        active = active[np.abs(move).max(axis=-1) >= TOL]
+        # a failed chord step is retried with a fresh Hessian; a failed full step with a step
+        # ten times shorter than the shortest one tried (a trust region)
+        shrink = ~better & redo
+        cap[active] = np.where(shrink, 0.01 * np.minimum(ca, norm), np.where(better, _MAX_STEP, ca))
+        full[active] = (better & ((best > 0) | (norm > ca))) | (~better & ~redo)
+        retry = ~better & (cap[active] >= TOL)
+        moving = (np.abs(move).max(axis=-1) >= TOL) | retry
+        active = active[moving & (gain >= GAIN_TOL)]
         if active.size == 0:
             break
+    # the Laplace covariance is taken at the mode: rows that ended on chord steps get a fresh
+    # Hessian there (so the result does not depend on the path, e.g. on a warm start)
+    stale = np.flatnonzero(np.abs(x - h_at).max(axis=-1) > _H)
+    if stale.size:
+        _, hess[stale] = grad_hess(log_post(x[stale][:, None, :] + st, stale), d)
     return x, hess
 
 

@@ -32,6 +32,11 @@ the model the audit runs:
   within 1-2 points between them (``tests/test_worst_case.py``).
 ``Correction.look_model`` records which was used.
 
+**The audit's Monte Carlo.** An audit decides on ``P`` estimated from its posterior draws
+(``Audit(draws=)``, 40,000 by default), so near a boundary of 0.99 the draws' binomial noise
+adds crossings; given ``draws`` the simulation adds that noise at every look (the sequential
+correction passes the procedure's draws).
+
 The design sees the same per-audit Beta priors as the probability (as in
 :func:`bayes_eval.simulate`).
 """
@@ -143,6 +148,10 @@ class PathSetup:
     strata : Strata or None
         Needed by a model other than ``"independent"``.
     score_mean : ndarray of float64, (K,) or None
+    draws : int or None
+        Monte Carlo draws the audit's decision at a look is computed from (the procedure's
+        ``draws``): each simulated ``P`` gets the binomial noise of that many draws; ``None``
+        simulates the exact probability.
     """
 
     sizes: np.ndarray
@@ -156,6 +165,7 @@ class PathSetup:
     model: str = "independent"
     strata: Any = None
     score_mean: np.ndarray | None = None
+    draws: int | None = None
 
     @property
     def looks(self) -> np.ndarray:
@@ -189,6 +199,7 @@ class PathSetup:
             strata=self.strata,
             score_mean=self.score_mean,
             progress=progress,
+            draws=self.draws,
         )
 
 
@@ -297,14 +308,23 @@ def simulate_paths(
     strata: Any = None,
     score_mean: np.ndarray | None = None,
     progress: Callable[[int, int], None] | None = None,
+    draws: int | None = None,
 ) -> np.ndarray:
     """``P(metric >= target)`` at each look of ``n_sims`` audits of each truth: ``(T, S, J)``.
 
     ``positives`` has shape ``(T, K)`` (one row per truth) or ``(K,)``; ``batches`` are the
     batch sizes and ``schedule`` the label counts at the looks (ends of batches). ``progress``
-    is called with ``(done, total)`` simulated audit-batches after every batch.
+    is called with ``(done, total)`` simulated audit-batches after every batch. With ``draws``
+    the probability at each look is the share of ``draws`` posterior draws at or above the
+    target, as the audit computes it: ``Binomial(draws, P) / draws`` (fresh draws at every look,
+    so the noise is independent across looks), from a generator spawned from ``rng``, so the
+    simulated labels are the same as without ``draws``.
     """
     rng = as_generator(rng)
+    noise = None
+    if draws is not None:
+        draws = check_positive_int(draws, "draws")
+        noise = rng.spawn(1)[0]  # its own stream: the simulated labels are those without noise
     pos = np.atleast_2d(np.asarray(positives, dtype=np.int64))
     n_truths = pos.shape[0]
     rows = n_truths * n_sims
@@ -368,6 +388,9 @@ def simulate_paths(
             else:
                 betas = beta_form_cumulants(audits.n, audits.h, eff_a, eff_b, *form)
                 out[:, j] = dep.prob(betas, c)
+        if noise is not None and labelled in look_set:
+            jj = look_set[labelled]
+            out[:, jj] = noise.binomial(draws, np.clip(out[:, jj], 0.0, 1.0)) / draws
         if progress is not None:
             progress((rnd + 1) * rows, total)
     return out.reshape(n_truths, n_sims, schedule.shape[0])

@@ -347,6 +347,7 @@ def calibrate_sequential(
     rng: RNGLike = None,
     model: str = "independent",
     progress: Callable[[int, int], None] | None = None,
+    draws: int | None = None,
 ) -> SequentialCalibration:
     """Simulate repeated acceptance testing under the least-favourable truth.
 
@@ -404,6 +405,9 @@ def calibrate_sequential(
         ``"independent"`` needs ``strata``).
     progress : callable ``(done, total)``, optional
         Called after every simulated batch with the simulated audit-batches done and in all.
+    draws : int, optional
+        Monte Carlo draws the audit decides on at each look: the simulated probabilities get
+        their binomial noise (``None``: exact probabilities).
 
     Returns
     -------
@@ -461,6 +465,8 @@ def calibrate_sequential(
             raise ValueError(f"positives must be {k} integers with 0 <= positives_k <= N_k")
         positives = positives.astype(np.int64)
         source = "given population"
+    if draws is not None:
+        draws = check_positive_int(draws, "draws")
     gen = as_generator(rng)
     setup = PathSetup(
         sizes=sizes_,
@@ -473,6 +479,7 @@ def calibrate_sequential(
         finite_population=bool(finite_population),
         model=model,
         strata=strata,
+        draws=draws,
     )
     prob = setup.simulate(positives, n_sims, gen, progress)[0]
     curve = _curve(prob, schedule, grid)
@@ -534,8 +541,9 @@ def _curve(prob: np.ndarray, schedule: np.ndarray, grid: np.ndarray) -> xr.Datas
 
 
 #: bumped whenever the simulated procedure changes, so that cached calibrations are not reused
-#: (4: the session-5 pooled hyperprior and the dependence-keeping pooled look model)
-CALIBRATION_VERSION = 4
+#: (4: the session-5 pooled hyperprior and the dependence-keeping pooled look model; 5: the
+#: pooled fit's faster Newton search and the binomial noise of the audit's draws at every look)
+CALIBRATION_VERSION = 5
 
 
 def calibration_key(**parts: Any) -> str:

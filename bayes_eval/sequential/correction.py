@@ -2,8 +2,9 @@
 
 :func:`correction_for` is what the ``Accept`` stop rule, the CLI's ``certify``/``report`` and the
 demo call. It simulates the audit's :class:`~bayes_eval.stop.Procedure` (strata, design and
-options, prior, **model**, metric, batch schedule, budget, looks) at every truth of a documented
-family at the target (:mod:`bayes_eval.sequential.truths`) and fits a look-dependent boundary
+options, prior, **model**, metric, batch schedule, budget, looks, and the Monte Carlo draws the
+decision at each look is computed from) at every truth of a documented family at the target
+(:mod:`bayes_eval.sequential.truths`) and fits a look-dependent boundary
 whose false-accept rate at the worst truth is at most ``1 - level``
 (:mod:`bayes_eval.sequential.boundary`, :func:`~bayes_eval.sequential.calibrate_worst_case`). The
 :class:`Correction` keeps the nominal level per look, the rate at every truth (which was worst,
@@ -524,6 +525,7 @@ def correction_for(
         seed=seed if isinstance(seed, int | np.integer | None) else "generator",
         finite_population=procedure.finite_population,
         looks=schedule,
+        draws=int(procedure.draws),
         family=[PROFILES, DEFAULT_POSTERIOR_TRUTHS, DEFAULT_MARGIN, DEFAULT_SHAPES, DEFAULT_Z],
     )
     found = _CACHE.get(key)
@@ -555,6 +557,7 @@ def correction_for(
             rng=seed,
             progress=progress,
             rates_label=source,
+            draws=int(procedure.draws),
         )
         b = wc.boundary
         w = b.worst

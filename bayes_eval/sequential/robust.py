@@ -25,7 +25,13 @@ from typing import Any
 import numpy as np
 
 from .._protocols import score_mean
-from .._validation import RNGLike, as_generator, check_level, check_option
+from .._validation import (
+    RNGLike,
+    as_generator,
+    check_level,
+    check_option,
+    check_positive_int,
+)
 from ..metrics import metric_of_positives
 from ..models import DEFAULT_MODEL, prior_label
 from ..priors import Prior
@@ -181,6 +187,7 @@ def calibrate_worst_case(
     rng: RNGLike = None,
     progress: Callable[[int, int], None] | None = None,
     rates_label: str | None = None,
+    draws: int | None = None,
 ) -> WorstCaseCalibration:
     """Calibrate the repeated-look rule at every truth of the family (module docstring).
 
@@ -220,6 +227,10 @@ def calibrate_worst_case(
         least 50 batches).
     rates_label : str, optional
         Where ``rates`` came from (reported; default ``"scores"`` or ``"prior"``).
+    draws : int, optional
+        Monte Carlo draws the audit decides on at each look (``Audit(draws=)``; the sequential
+        correction passes the procedure's): the simulated probabilities get that binomial
+        noise, which adds crossings near the boundary. ``None`` simulates exact probabilities.
 
     Returns
     -------
@@ -251,6 +262,8 @@ def calibrate_worst_case(
     if isinstance(margin, bool) or not isinstance(margin, numbers.Real) or not 0 <= margin < 1:
         raise ValueError(f"margin={margin!r}; allowed: a number in [0, 1)")
     posterior_truths = check_count(posterior_truths, "posterior_truths")
+    if draws is not None:
+        draws = check_positive_int(draws, "draws")
     sizes = np.asarray(strata.sizes, dtype=np.int64)
     pred = np.asarray(strata.predicted, dtype=bool)
     k = sizes.shape[0]
@@ -269,7 +282,7 @@ def calibrate_worst_case(
         label = "prior" if np.allclose(base, a / (a + b)) else "scores"
     zero = np.zeros(k, dtype=np.int64)
     pn, ph = (zero, zero) if pilot is None else (np.asarray(v, dtype=np.int64) for v in pilot)
-    draws = (
+    post_draws = (
         posterior_rate_draws(model, strata, pn, ph, a, b, posterior_truths, gen)
         if posterior_truths > 0
         else None
@@ -280,7 +293,7 @@ def calibrate_worst_case(
         metric=metric,
         target=target,
         score_rates=base,
-        posterior_draws=draws,
+        posterior_draws=post_draws,
         profiles=profiles,
     )
     pos = np.stack([t.positives for t in truths])
@@ -308,6 +321,7 @@ def calibrate_worst_case(
         model=model,
         strata=strata,
         score_mean=score_mean(strata) if model == "hierarchical" else None,
+        draws=draws,
     )
     n_fam = len(truths)
     n_first = max(100, n_sims // SCREEN_FRACTION)
