@@ -105,10 +105,20 @@ def metrics_of(p, sizes, pred):
 
 
 def run_audits(
-    lp, n_strata, budgets, reps, seed, *, model="pooled", batch=None, draws=2000, hyperpriors=None
+    lp,
+    n_strata,
+    budgets,
+    reps,
+    seed,
+    *,
+    model="pooled",
+    batch=None,
+    draws=2000,
+    hyperpriors=None,
+    method="equal_size",
 ):
     """Lock-step audits; returns per budget: coverage flags (R, 3), F1 estimates (R,), truth."""
-    strata = be.stratify(lp.population, method="equal_size", n_strata=n_strata)
+    strata = be.stratify(lp.population, method=method, n_strata=n_strata)
     prof = profile_of_strata(strata)
     sizes = strata.sizes.astype(np.int64)
     pred = strata.predicted
@@ -297,7 +307,7 @@ def _rmse(est, truth):
     return r, se
 
 
-def rmse_part(reps, only=None):
+def rmse_part(reps, only=None, method="equal_size", n_strata=(5, 25)):
     print(f"\n## F1 RMSE at 1,000 labels ({reps} replications; ratio s.e. by the delta method)")
     print(
         f"{'population':<28}{'N':>8}{'pos':>5}{'F1':>7} {'method':<22}{'RMSE':>14}{'bias':>9}"
@@ -320,10 +330,11 @@ def rmse_part(reps, only=None):
         rows = {}
         if base == "oasis":
             rows["oasis (64 cum-sqrt-F)"] = (run_oasis(lp, range(reps)), None)
-        for ns in (5, 25):
-            res, k, _ = run_audits(lp, ns, (1000,), reps, seed=7)
+        tag = "" if method == "equal_size" else f" {method}"
+        for ns in n_strata:
+            res, k, _ = run_audits(lp, ns, (1000,), reps, seed=7, method=method)
             cov, f1, _ = res[1000]
-            rows[f"pooled K={k}"] = (f1, cov[:, 2].mean())
+            rows[f"pooled K={k}{tag}"] = (f1, cov[:, 2].mean())
             if base == "independent":
                 res, k, _ = run_audits(lp, ns, (1000,), reps, seed=7, model="independent")
                 cov, f1, _ = res[1000]
@@ -468,6 +479,10 @@ def main():
     ap.add_argument("--pops", type=int, nargs="+", help="RMSE part: only these populations")
     ap.add_argument("--first", type=int, default=0, help="skip the first battery rows")
     ap.add_argument("--rows", type=int, nargs="+", help="run only these battery rows (indices)")
+    ap.add_argument("--strata-method", default="equal_size", help="RMSE part: the stratifier")
+    ap.add_argument(
+        "--rmse-strata", type=int, nargs="+", default=[5, 25], help="RMSE part: strata per side"
+    )
     ap.add_argument(
         "--split", default="0/1", help="i/m: run every m-th battery row from row i (parallel runs)"
     )
@@ -479,7 +494,7 @@ def main():
         i, m = (int(v) for v in args.split.split("/"))
         coverage_battery(args.reps, args.quick, (i, m), args.first, args.rows)
     if "rmse" in args.parts:
-        rmse_part(args.rmse_reps, args.pops)
+        rmse_part(args.rmse_reps, args.pops, args.strata_method, tuple(args.rmse_strata))
     if "nuts" in args.parts:
         nuts_check()
 

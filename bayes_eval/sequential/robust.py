@@ -82,6 +82,9 @@ class WorstCaseCalibration:
         Wall time of the simulation and fit.
     rates_source : str
         Where the score-shaped rates of the family came from.
+    draws : int or None
+        Posterior draws per look whose binomial noise was simulated (``None``: exact
+        probabilities).
     """
 
     boundary: Boundary
@@ -100,6 +103,7 @@ class WorstCaseCalibration:
     n_sims: int
     seconds: float
     rates_source: str = "scores"
+    draws: int | None = None
 
     @property
     def looks(self) -> np.ndarray:
@@ -129,6 +133,11 @@ class WorstCaseCalibration:
         t = self.worst_truth
         lo = min(p.shape[0] for p in self.prob)
         hi = max(p.shape[0] for p in self.prob)
+        noise = (
+            "exact P at each look"
+            if self.draws is None
+            else f"P from {self.draws:,} posterior draws at each look (their noise simulated)"
+        )
         if not b.attainable:
             return (
                 f"sequential correction: NO nominal level holds {1 - self.level:.3g} false "
@@ -142,7 +151,7 @@ class WorstCaseCalibration:
             f"{b.rates[b.worst]:.4f} ± {b.mcse[b.worst]:.4f} (MC s.e.); {lo:,}-{hi:,} simulated "
             f"audits per truth, {self.looks.shape[0]} looks up to {int(self.looks[-1])} labels, "
             f"design {self.design}, model {self.model} ({self.look_model}), prior {self.prior}, "
-            f"family around {self.rates_source} rates"
+            f"{noise}, family around {self.rates_source} rates"
         )
 
 
@@ -367,4 +376,5 @@ def calibrate_worst_case(
         n_sims=n_sims,
         seconds=time.perf_counter() - t0,
         rates_source=label,
+        draws=draws,
     )
