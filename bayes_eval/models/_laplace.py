@@ -125,8 +125,7 @@ def newton(
     the row tries again with the cap at a tenth of the shortest length tried. After a full
     step the next iteration reuses the row's Hessian and evaluates only the gradient's stencil
     (a chord step, 9 instead of 33 points in 4-D); after a shortened or failed step the Hessian
-    is evaluated again. A
-    row stops once its step is below :data:`TOL` or its Newton decrement
+    is evaluated again. A row stops once its step is below :data:`TOL` or its Newton decrement
     :math:`\\tfrac12 g^\\top (-H)^{-1} g` (the gain in log density the quadratic model
     predicts) is below :data:`GAIN_TOL`. Returns the modes and the Hessians at them (a row
     whose last full stencil is more than the stencil's step away from its mode gets one more).
