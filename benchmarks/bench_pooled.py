@@ -1,8 +1,9 @@
 """Benchmark of the pooled (score-informed, K-invariant) model: coverage, efficiency, speed.
 
-``uv run python benchmarks/bench_pooled.py [--reps 200] [--quick] [--parts speed coverage rmse nuts]
-[--split i/m]`` (``--split`` runs every m-th battery row from row i, for parallel runs)
-writes its tables to stdout (committed as ``benchmarks/results/bench_pooled.txt``).
+``uv run python benchmarks/bench_pooled.py [--reps 200] [--quick]
+[--parts speed coverage rmse real nuts] [--split i/m]`` (``--split`` runs every m-th battery
+row from row i, for parallel runs) writes its tables to stdout (committed as
+``benchmarks/results/bench_pooled.txt``).
 
 * **coverage battery**: lock-step audits (R replications at once) of synthetic populations
   (``bayes_eval.datasets.synthetic``: calibrated, shifted, compressed, non-monotone, flat within
@@ -19,6 +20,12 @@ writes its tables to stdout (committed as ``benchmarks/results/bench_pooled.txt`
   ``time.perf_counter``.
 * **nuts**: the deterministic fit against NUTS (nutpie) on the same model, two battery cases
   (posterior mean, sd and 5 % quantile of FN and TP; z of the difference of means).
+* **real** (``--parts real``): the default audit (10 strata per side, ``--strata-method``,
+  ``posterior_variance``, batches of 100) on every real population of
+  ``bayes_eval.datasets.load`` at its natural prevalence and on the real needles
+  (``datasets.needle``, 40 positives): coverage of the 95 % lower bounds at 300 and 1,000 labels
+  (``--reps`` replications) and F1 RMSE against OASIS (``--oasis-reps`` seeds, 64 cum-sqrt-F
+  strata; 0 skips it).
 * **efficiency**: F1 RMSE at 1,000 labels vs OASIS 0.1.3 (``uv pip install --no-deps
   oasis==0.1.3``; 64 cumulative-sqrt(F) strata, as its authors configure it) on needle
   populations (synthetic and real, prevalence < 0.5 %), and vs the independent model
@@ -358,6 +365,53 @@ def rmse_part(reps, only=None, method="equal_size", n_strata=(5, 25)):
             )
 
 
+def real_part(reps, oasis_reps, budgets=(300, 1000), n_strata=10, method="equal_size"):
+    """The default audit on every real population at its natural prevalence and on the real
+    needles: coverage of the 95 % lower bounds and F1 RMSE against OASIS (its 64 cum-sqrt-F
+    strata) at the largest budget."""
+    print(
+        f"\n## real populations: the default audit ({n_strata} {method} strata per side, "
+        f"posterior_variance, batches of 100), {reps} replications; OASIS {oasis_reps} seeds"
+    )
+    print(
+        f"{'population':<28}{'N':>8}{'pos':>6}{'F1':>7}{'labels':>7} {'precision':>13} "
+        f"{'recall':>13} {'f1':>13} {'F1 bias':>8} {'RMSE':>7} {'OASIS':>7} {'ratio':>10}"
+    )
+    pops = [(name, lambda name=name: datasets.load(name)) for name in datasets.REAL_DATASETS]
+    pops += [
+        (f"needle {name}", lambda name=name: datasets.needle(name, positives=40))
+        for name in datasets.NEEDLE_DATASETS
+    ]
+    for label, make in pops:
+        lp = make()
+        tm = lp.true_metrics()["f1"]
+        seed = zlib.crc32(label.encode())
+        res, _, _ = run_audits(lp, n_strata, budgets, reps, seed=seed, batch=100, method=method)
+        o_r = o_se = float("nan")
+        if oasis_reps:
+            o_r, o_se = _rmse(run_oasis(lp, range(oasis_reps), budget=max(budgets)), tm)
+        for b in budgets:
+            cov, f1, _ = res[b]
+            cells = []
+            for j in range(3):
+                p = cov[:, j].mean()
+                se = np.sqrt(p * (1 - p) / reps)
+                mark = "" if 0.93 <= p <= 0.98 else "*"
+                cells.append(f"{p:.3f}±{se:.3f}{mark:1}")
+            r, se = _rmse(f1, tm)
+            ratio = ""
+            if b == max(budgets) and oasis_reps:
+                rse = (r / o_r) * np.sqrt((se / r) ** 2 + (o_se / o_r) ** 2)
+                ratio = f"{r / o_r:.2f}±{rse:.2f}"
+            o_txt = f"{o_r:.4f}" if b == max(budgets) and oasis_reps else ""
+            print(
+                f"{label:<28}{lp.population.size:>8}{int(lp.truth.sum()):>6}{tm:>7.3f}{b:>7} "
+                + " ".join(f"{c:>13}" for c in cells)
+                + f" {np.nanmean(f1) - tm:>+8.4f} {r:>7.4f} {o_txt:>7} {ratio:>10}",
+                flush=True,
+            )
+
+
 def _nuts_fn_draws(prof, layout, n, h, hp, prior, seed, draws=1000, chains=2):
     """NUTS (nutpie) on the same pooled model: the cell deviations sampled, the stratum rates
     integrated out by the beta-binomial; returns joint draws of theta (draws * chains, K).
@@ -477,9 +531,12 @@ def main():
     ap.add_argument("--rmse-reps", type=int, default=100)
     ap.add_argument("--parts", nargs="+", default=["speed", "coverage", "rmse"])
     ap.add_argument("--pops", type=int, nargs="+", help="RMSE part: only these populations")
+    ap.add_argument("--oasis-reps", type=int, default=40, help="real part: OASIS seeds")
     ap.add_argument("--first", type=int, default=0, help="skip the first battery rows")
     ap.add_argument("--rows", type=int, nargs="+", help="run only these battery rows (indices)")
-    ap.add_argument("--strata-method", default="equal_size", help="RMSE part: the stratifier")
+    ap.add_argument(
+        "--strata-method", default="equal_size", help="RMSE and real parts: the stratifier"
+    )
     ap.add_argument(
         "--rmse-strata", type=int, nargs="+", default=[5, 25], help="RMSE part: strata per side"
     )
@@ -495,6 +552,8 @@ def main():
         coverage_battery(args.reps, args.quick, (i, m), args.first, args.rows)
     if "rmse" in args.parts:
         rmse_part(args.rmse_reps, args.pops, args.strata_method, tuple(args.rmse_strata))
+    if "real" in args.parts:
+        real_part(args.reps, args.oasis_reps, method=args.strata_method)
     if "nuts" in args.parts:
         nuts_check()
 
