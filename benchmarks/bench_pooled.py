@@ -200,6 +200,18 @@ def population(prevalence, miscal, seed=0):
     )
 
 
+def _coverage_cells(cov):
+    """``p±s.e.`` of each metric's coverage flags ``cov`` (R, 3), ``*`` outside [0.93, 0.98]."""
+    reps = cov.shape[0]
+    cells = []
+    for j in range(cov.shape[1]):
+        p = cov[:, j].mean()
+        se = np.sqrt(p * (1 - p) / reps)
+        mark = "" if 0.93 <= p <= 0.98 else "*"
+        cells.append(f"{p:.3f}±{se:.3f}{mark:1}")
+    return cells
+
+
 def coverage_battery(reps, quick, part=(0, 1), first=0, rows_only=None):
     rows = []
     grid = []
@@ -230,12 +242,7 @@ def coverage_battery(reps, quick, part=(0, 1), first=0, rows_only=None):
         res, k, fs = run_audits(lp, ns, budgets, reps, seed=seed)
         for b in budgets:
             cov = res[b][0]
-            cells = []
-            for j in range(3):
-                p = cov[:, j].mean()
-                se = np.sqrt(p * (1 - p) / reps)
-                mark = "" if 0.93 <= p <= 0.98 else "*"
-                cells.append(f"{p:.3f}±{se:.3f}{mark:1}")
+            cells = _coverage_cells(cov)
             print(
                 f"{prev:>7g} {miscal:<14}{k:>4}{b:>7} "
                 + " ".join(f"{c:>14}" for c in cells)
@@ -392,12 +399,7 @@ def real_part(reps, oasis_reps, budgets=(300, 1000), n_strata=10, method="equal_
             o_r, o_se = _rmse(run_oasis(lp, range(oasis_reps), budget=max(budgets)), tm)
         for b in budgets:
             cov, f1, _ = res[b]
-            cells = []
-            for j in range(3):
-                p = cov[:, j].mean()
-                se = np.sqrt(p * (1 - p) / reps)
-                mark = "" if 0.93 <= p <= 0.98 else "*"
-                cells.append(f"{p:.3f}±{se:.3f}{mark:1}")
+            cells = _coverage_cells(cov)
             r, se = _rmse(f1, tm)
             ratio = ""
             if b == max(budgets) and oasis_reps:
