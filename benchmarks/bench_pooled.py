@@ -10,11 +10,11 @@ row from row i, for parallel runs) writes its tables to stdout (committed as
   side, uninformative scores; prevalence 0.05 %, 2 %, 20 %), ``equal_size`` strata (4 to 100),
   budgets 200-2,000 in 10-20 batches (a tenth of the largest budget, at most 100 labels),
   labels drawn hypergeometrically per stratum from the true positives, allocation by
-  ``posterior_variance`` (default ``defensive=0.3`` floor) fed the pooled model's
-  ``beta_approximation`` (minus the counts, clipped positive). A one-sided 95 % lower bound
-  covers iff ``P(metric >= truth) <= 0.95`` (the bound is the 5 % quantile), computed with
-  :func:`bayes_eval.models.pooled.prob_linear_ge` (checked against draws in
-  ``tests/test_pooled.py``). MC s.e. ``sqrt(p (1 - p) / R)``.
+  ``posterior_variance`` (default ``defensive=0.3`` floor) fed the pooled model's allocation
+  Betas (``bayes_eval.models.allocation_beta``, as ``design_prior`` gives the audit). A
+  one-sided 95 % lower bound covers iff ``P(metric >= truth) <= 0.95`` (the bound is the 5 %
+  quantile), computed with :func:`bayes_eval.models.pooled.prob_linear_ge` (checked against
+  draws in ``tests/test_pooled.py``). MC s.e. ``sqrt(p (1 - p) / R)``.
 * **speed**: fit + 40,000 joint draws of theta vs the independent model's Beta draws
   (``bayes_eval._sampling.draw_beta``, the path ``estimate`` uses) in the same run, medians of
   ``time.perf_counter``.
@@ -48,6 +48,7 @@ import bayes_eval as be
 from bayes_eval import datasets
 from bayes_eval._sampling import draw_beta
 from bayes_eval.designs import DesignState, make_design
+from bayes_eval.models import allocation_beta
 from bayes_eval.models._cells import CellLayout
 from bayes_eval.models._profile import profile_of_strata
 from bayes_eval.models.pooled import (
@@ -165,9 +166,9 @@ def run_audits(
             out[done] = (cov, np.nanmean(f1, axis=1), true_m)
         if done >= max(budgets):
             break
-        a_, b_ = beta_approximation(fit)
-        pa = np.maximum(a_ - h, 1e-3)
-        pb = np.maximum(b_ - (n - h), 1e-3)
+        # the design's Betas: the pooled model's allocation Betas (bayes_eval.models.design_prior)
+        a_, b_ = allocation_beta(fit, prof) if model == "pooled" else beta_approximation(fit)
+        pa, pb = a_ - h, b_ - (n - h)
         state = DesignState(
             sizes=sizes,
             predicted=pred,

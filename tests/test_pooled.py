@@ -372,8 +372,9 @@ def test_coverage_of_lower_bounds(prev, miscal, n_strata):
 
 def test_pooled_is_a_registered_model_for_the_audit_and_the_design(pop2):
     """model="pooled" by name: the registry finds it, the audit's looks use it (one posterior for
-    the looks, the design and the certificate) and its design priors reproduce its posterior."""
-    from bayes_eval.models import MODELS, design_prior
+    the looks, the design and the certificate); the design is given the allocation Betas and
+    the look model's priors reproduce the posterior."""
+    from bayes_eval.models import MODELS, allocation_beta, design_prior, marginal_prior
 
     assert MODELS["pooled"] is pooled_model
     lp, strata, prof, _ = pop2
@@ -391,9 +392,44 @@ def test_pooled_is_a_registered_model_for_the_audit_and_the_design(pop2):
     assert "hyperposterior" in res.posterior.datatree.children
     n, h = audit.counts()
     pa, pb = design_prior("pooled", strata, n, h, audit.prior_a, audit.prior_b)
-    big_a, big_b = beta_approximation(fit_pooled(prof, n, h, warn=False))
-    np.testing.assert_allclose(pa + h, np.maximum(big_a, h + 1e-3), rtol=1e-9)
-    np.testing.assert_allclose(pb + n - h, np.maximum(big_b, n - h + 1e-3), rtol=1e-9)
+    fit = fit_pooled(prof, n, h, warn=False)
+    al_a, al_b = allocation_beta(fit, prof)
+    np.testing.assert_allclose(pa + h, al_a, rtol=1e-9)
+    np.testing.assert_allclose(pb + n - h, al_b, rtol=1e-9)
+    ma, mb = marginal_prior(fit)
+    big_a, big_b = beta_approximation(fit)
+    np.testing.assert_allclose(ma + h, np.maximum(big_a, h + 1e-3), rtol=1e-9)
+    np.testing.assert_allclose(mb + n - h, np.maximum(big_b, n - h + 1e-3), rtol=1e-9)
+
+
+def test_allocation_beta_follows_the_curve_not_each_stratums_own_labels():
+    """The allocation Beta's mean is the stratum's rate on the fitted curve (at the hyper-mode),
+    its concentration n_k + 2: two strata with the same items and labels but different
+    positives get the same allocation rate (their marginal posteriors differ), so a stratum
+    whose first labels were unlucky is not starved of later ones."""
+    from scipy.special import expit
+
+    from bayes_eval.models import ALLOCATION_PSEUDO_LABELS, allocation_beta
+    from bayes_eval.models._cells import curve_logit
+
+    rng = np.random.default_rng(3)
+    block = rng.beta(1, 12, 4000)
+    top = rng.beta(6, 2, 1000)
+    scores = np.concatenate([block, block, top])
+    st = np.repeat([0, 1, 2], [4000, 4000, 1000])
+    prof = score_profile(scores, st, predicted=[False, False, True], sizes=[4000, 4000, 1000])
+    n = np.array([60, 60, 40])
+    h = np.array([1, 9, 30])
+    fit = fit_pooled(prof, n, h, warn=False)
+    a, b = allocation_beta(fit, prof)
+    np.testing.assert_allclose(a + b, n + ALLOCATION_PSEUDO_LABELS, rtol=1e-12)
+    mu = a / (a + b)
+    assert mu[0] == pytest.approx(mu[1], rel=1e-12)
+    want = expit(curve_logit(fit.mode, prof.x, prof.weight, prof.predicted * 1.0, prof.center))
+    np.testing.assert_allclose(mu, want, rtol=1e-9)
+    big_a, big_b = beta_approximation(fit)
+    post = big_a / (big_a + big_b)
+    assert post[1] > 1.5 * post[0]  # the marginal posteriors do follow each stratum's labels
 
 
 def test_cell_layout_is_a_fixed_fraction_of_each_side():

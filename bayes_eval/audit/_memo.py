@@ -99,7 +99,7 @@ class PriorMemo:
             shapes = {n.shape, h.shape, a.shape, b.shape}
             if shapes != {(self.k,)} or not (np.isfinite(a).all() and np.isfinite(b).all()):
                 continue
-            if (a <= 0).any() or (b <= 0).any():
+            if (a + h <= 0).any() or (b + n - h <= 0).any():  # the design's Beta must be proper
                 continue
             self._priors[self._key(n, h)] = (a, b)
 

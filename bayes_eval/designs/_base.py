@@ -32,7 +32,9 @@ class DesignState:
     available : ndarray of int64, (K,)
         Items not yet proposed, per stratum.
     prior_a, prior_b : ndarray of float64, (K,)
-        Beta prior of each stratum's positive rate.
+        Beta prior of each stratum's positive rate: the design allocates by
+        ``Beta(prior_a + h, prior_b + n - h)`` (:func:`bayes_eval.models.design_prior`; for the
+        pooled model pseudo-counts that may be negative, the Beta they form is proper).
     metric : str
         Target metric name (a key of :data:`bayes_eval.metrics.METRICS`).
     round : int

@@ -21,11 +21,14 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "ALLOCATION_PSEUDO_LABELS",
     "DEFAULT_MODEL",
     "MODELS",
     "ModelRegistry",
+    "allocation_beta",
     "check_model_prior",
     "design_prior",
+    "marginal_prior",
     "prior_label",
 ]
 
@@ -99,6 +102,12 @@ def prior_label(model: str, prior: Any) -> str:
     return "pooled hyperpriors" if model == "pooled" else str(prior)
 
 
+#: pseudo-labels of the pooled model's allocation Beta: a design sees each stratum's rate on the
+#: fitted calibration curve with the concentration of its own labels plus these (a uniform
+#: Beta's two)
+ALLOCATION_PSEUDO_LABELS = 2.0
+
+
 def design_prior(
     model: str,
     strata: Any,
@@ -112,13 +121,16 @@ def design_prior(
     modes: list[np.ndarray] | None = None,
     fits: list[Any] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The per-stratum Beta prior a design should use so that ``Beta(a + h, b + n - h)`` is the
-    model's current marginal posterior of each stratum's rate (the designs speak Beta).
+    """The per-stratum Beta ``(a, b)`` a design is given: it allocates by
+    ``Beta(a + h, b + n - h)`` (the designs speak Beta). One mechanism for the audit and the
+    simulations.
 
-    ``"independent"``: the prior itself; ``"hierarchical"``: the empirical-Bayes priors of
-    :func:`bayes_eval.hierarchical.empirical_bayes_prior`; ``"pooled"``: the moment-matched
-    posterior Betas of :func:`bayes_eval.models.pooled.beta_approximation` minus the counts
-    (floored at 1e-3). One mechanism for the audit and the simulations.
+    ``"independent"``: the prior itself (so the design sees each stratum's own posterior);
+    ``"hierarchical"``: the empirical-Bayes priors of
+    :func:`bayes_eval.hierarchical.empirical_bayes_prior`; ``"pooled"``: the **allocation
+    Beta** of :func:`allocation_beta` minus the counts (pseudo-counts that may be negative; the
+    Beta the design forms is proper) -- each stratum's rate on the fitted calibration curve, not
+    its own labels' estimate, so the allocation does not follow each stratum's sampling noise.
 
     For ``"pooled"`` only: ``init`` (shape ``(..., 4)``) warm-starts the hyper-mode search (the
     result does not depend on it beyond the search tolerance), and the fitted modes are appended
@@ -130,15 +142,55 @@ def design_prior(
         return hier.empirical_bayes_prior(strata.sizes, n, h, score_mean, prior_a, prior_b)
     if model == "pooled":
         from ._profile import score_profile_of
-        from .pooled import beta_approximation, fit_pooled
+        from .pooled import fit_pooled
 
-        fit = fit_pooled(score_profile_of(strata), n, h, warn=False, init=init)
+        profile = score_profile_of(strata)
+        fit = fit_pooled(profile, n, h, warn=False, init=init)
         if modes is not None:
             modes.append(fit.mode)
         if fits is not None:
             fits.append(fit)
-        big_a, big_b = beta_approximation(fit)
-        n = np.asarray(n, dtype=np.float64)
-        h = np.asarray(h, dtype=np.float64)
-        return np.maximum(big_a - h, 1e-3), np.maximum(big_b - (n - h), 1e-3)
+        big_a, big_b = allocation_beta(fit, profile)
+        return big_a - fit.h, big_b - (fit.n - fit.h)
     return np.asarray(prior_a, dtype=np.float64), np.asarray(prior_b, dtype=np.float64)
+
+
+def allocation_beta(fit: Any, profile: Any) -> tuple[np.ndarray, np.ndarray]:
+    r"""The pooled model's allocation Beta of every stratum, ``(A, B)`` each ``(..., K)``.
+
+    Mean: the stratum's rate on the calibration curve at the hyper-mode,
+    :math:`\operatorname{expit}\bar\eta_k(\hat\phi)` (the mean of the curve over the stratum's
+    own items, without its cell's deviation); concentration :math:`n_k` +
+    :data:`ALLOCATION_PSEUDO_LABELS`. A design that weighs strata by their rate's variance
+    (``posterior_variance``) then allocates by what all the labels say through the shared
+    curve, with the precision of the stratum's own labels.
+
+    Why not the stratum's marginal posterior (the earlier design input): a stratum whose first
+    labels held fewer positives than its rate got a smaller, tighter posterior, hence fewer later
+    labels, and its estimate stayed low (the classic bias of allocating by estimated variances).
+    Measured on flat-within-side scores at 20 % prevalence (20 equal-size strata,
+    ``posterior_variance``, 1,000 labels, 300 audits): the stratified estimate of the missed
+    positives was 17 % low and the posterior mean 6 % low (z +0.57 for F1; lower bounds covered
+    0.85); with the allocation Beta the posterior mean is within 0.1 % (z -0.01, coverage
+    0.953). The coverage battery (``benchmarks/bench_pooled.py``) has the rest.
+    """
+    from scipy.special import expit
+
+    from ._cells import curve_logit
+
+    side = np.asarray(profile.predicted, dtype=np.float64)
+    mu = expit(curve_logit(fit.mode, profile.x, profile.weight, side, profile.center))
+    mu = np.clip(mu, 1e-12, 1.0 - 1e-12)
+    s = np.asarray(fit.n, dtype=np.float64) + ALLOCATION_PSEUDO_LABELS
+    return mu * s, (1.0 - mu) * s
+
+
+def marginal_prior(fit: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Per-stratum Beta priors whose conjugate update by the fit's counts is the pooled model's
+    moment-matched marginal posterior (:func:`bayes_eval.models.pooled.beta_approximation`
+    minus the counts, floored at 1e-3), each ``(..., K)``: the look model of the simulated
+    audits (:mod:`bayes_eval.sequential._paths`)."""
+    from .pooled import beta_approximation
+
+    big_a, big_b = beta_approximation(fit)
+    return np.maximum(big_a - fit.h, 1e-3), np.maximum(big_b - (fit.n - fit.h), 1e-3)

@@ -37,8 +37,9 @@ the model the audit runs:
 adds crossings; given ``draws`` the simulation adds that noise at every look (the sequential
 correction passes the procedure's draws).
 
-The design sees the same per-audit Beta priors as the probability (as in
-:func:`bayes_eval.simulate`).
+The design is given what an audit's design is given (:func:`bayes_eval.models.design_prior`;
+for the pooled model the allocation Betas of the last refit, updated by the new labels between
+refits), as in :func:`bayes_eval.simulate`.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ from .._cumulants import prob_at_least
 from .._loop import BatchPlan, LockStep, LockStepAllocator, design_state
 from .._validation import RNGLike, as_generator, check_positive_int
 from ..designs import make_design
-from ..models import design_prior
+from ..models import design_prior, marginal_prior
 from ..models._linear_form import LinearFormNodes
 from ..priors import Prior
 from ._linear import beta_form_cumulants, linear_form, prob_linear_ge
@@ -210,13 +211,17 @@ def look_model_of(model: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class _Refit:
-    """One refit of a look model: every row's effective Beta priors ``a, b`` ``(R, K)``, its
+    """One refit of a look model: every row's effective Beta priors ``a, b`` ``(R, K)`` (their
+    conjugate update is the look model's marginal posterior), the Betas the design is given
+    (:func:`~bayes_eval.models.design_prior`; pooled: the allocation Betas, else ``a, b``), its
     hyper-mode (pooled; the next refit's warm start) and the metric's linear form's cumulants
     at every hyper-node of the model's posterior (pooled, a
     :class:`~bayes_eval.models.pooled.LinearFormNodes`; else ``None``)."""
 
     a: np.ndarray
     b: np.ndarray
+    design_a: np.ndarray
+    design_b: np.ndarray
     mode: np.ndarray | None = None
     exact: LinearFormNodes | None = None  # pooled: rows (R, S)
 
@@ -232,9 +237,10 @@ def _effective_prior(
     init: np.ndarray | None = None,
     form: tuple[np.ndarray, np.ndarray, bool] | None = None,
 ) -> _Refit:
-    """Per-row Beta priors ``(R, K)`` whose conjugate update is the model's marginal posterior;
-    for the pooled model also every row's hyper-mode ``(R, 4)`` and, given ``form`` (sizes,
-    weights ``w``, finite population), the cumulants of ``sum_k w_k P_k`` at every hyper-node."""
+    """Per-row Beta priors ``(R, K)`` whose conjugate update is the model's marginal posterior
+    and the design's Betas; for the pooled model also every row's hyper-mode ``(R, 4)`` and,
+    given ``form`` (sizes, weights ``w``, finite population), the cumulants of
+    ``sum_k w_k P_k`` at every hyper-node."""
     k = n.shape[1]
     # audits with the same counts have the same posterior: fit each distinct row once
     rows, first, inverse = np.unique(
@@ -251,16 +257,18 @@ def _effective_prior(
         ua, ub = design_prior(
             model, strata, un, uh, a, b, score_mean, init=start, modes=modes, fits=fits
         )
+        ma, mb = marginal_prior(fits[0])
         exact = None
         if form is not None:
             sizes, w, finite = form
             nodes = linear_form_nodes(fits[0], un, uh, sizes, w, finite_population=finite)
             exact = nodes.take(inverse)
-        return _Refit(np.asarray(ua)[inverse], np.asarray(ub)[inverse], modes[0][inverse], exact)
+        return _Refit(ma[inverse], mb[inverse], ua[inverse], ub[inverse], modes[0][inverse], exact)
     ua, ub = np.empty(un.shape), np.empty(un.shape)
     for r in range(un.shape[0]):
         ua[r], ub[r] = design_prior(model, strata, un[r], uh[r], a, b, score_mean)
-    return _Refit(np.asarray(ua)[inverse], np.asarray(ub)[inverse])
+    ua, ub = ua[inverse], ub[inverse]
+    return _Refit(ua, ub, ua, ub)
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,13 +345,14 @@ def simulate_paths(
     allocator = LockStepAllocator(design, rows)
     exact = model == "independent"
     k = a.shape[0]
+    eff_a, eff_b = a, b  # the look model's effective priors (set at the first refit)
     if exact:
-        eff_a, eff_b = a, b
+        des_a, des_b = a, b
     else:  # the model's prior before any label, for the first batch's design
         zero = np.zeros(k, dtype=np.int64)
         a0, b0 = design_prior(model, strata, zero, zero, a, b, score_mean)
-        eff_a = np.broadcast_to(np.asarray(a0, dtype=np.float64), (rows, k))
-        eff_b = np.broadcast_to(np.asarray(b0, dtype=np.float64), (rows, k))
+        des_a = np.broadcast_to(np.asarray(a0, dtype=np.float64), (rows, k))
+        des_b = np.broadcast_to(np.asarray(b0, dtype=np.float64), (rows, k))
     refit_at = 0.0  # the first batch always refits
     mode = None  # pooled model: every audit's hyper-mode at its last refit (warm start)
     dep: _Dependence | None = None  # pooled model: the dependence correction of the last refit
@@ -357,8 +366,8 @@ def simulate_paths(
             n=audits.n,
             h=audits.h,
             available=audits.available,
-            prior_a=eff_a,
-            prior_b=eff_b,
+            prior_a=des_a,
+            prior_b=des_b,
             metric=metric,
             round=rnd,
             score_mean=score_mean,
@@ -373,6 +382,7 @@ def simulate_paths(
                 model, strata, audits.n, audits.h, a, b, score_mean, mode, form
             )
             eff_a, eff_b, mode = refit.a, refit.b, refit.mode
+            des_a, des_b = refit.design_a, refit.design_b
             if refit.exact is not None:
                 betas = beta_form_cumulants(audits.n, audits.h, eff_a, eff_b, *form)
                 dep = _Dependence.at_refit(refit.exact.mixture(), betas)
