@@ -95,14 +95,15 @@ def test_family_sits_at_the_target_and_is_documented(strata):
 
 
 def test_fit_boundary_order_statistic_is_exact():
-    """The boundary admits at most the allowed count of paths at every truth (alpha S less one
-    MC s.e.), and a slightly looser one would admit more at some truth (the worst case binds)."""
+    """The boundary admits at most the allowed count of paths at every truth (alpha S less
+    ``DEFAULT_Z`` = 2 MC s.e.), and a slightly looser one would admit more at some truth (the
+    worst case binds)."""
     rng = np.random.default_rng(3)
     looks = np.array([20, 40, 80, 160])
     powers = np.array([0.05, 0.1, 0.2])[:, None, None]
     p = np.maximum.accumulate(rng.random((3, 1000, 4)) ** powers, axis=-1)
     k = allowed_accepts(1000, 0.05, DEFAULT_Z)
-    assert k == int(np.floor(50 - np.sqrt(1000 * 0.05 * 0.95)))
+    assert DEFAULT_Z == 2.0 and k == int(np.floor(50 - 2 * np.sqrt(1000 * 0.05 * 0.95)))
     for z, allowed in ((DEFAULT_Z, k), (0.0, 50)):
         b = fit_boundary(p, looks, level=0.95, z=z)
         counts = (p >= b.nominal).any(axis=-1).sum(axis=1)

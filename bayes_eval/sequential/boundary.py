@@ -30,10 +30,18 @@ needs no calibration.
 
 Choosing the boundary on the same paths makes the in-sample rate optimistic (measured: the demo
 setting's worst truth at 5.95% ± 0.37% on fresh audits when held at exactly 5.00% in-sample, with
-2,500 paths there). The allowed count is therefore one Monte Carlo standard error below
-:math:`\\alpha S` (:data:`DEFAULT_Z`),
+2,500 paths there). The allowed count is therefore :data:`DEFAULT_Z` = 2 Monte Carlo standard
+errors below :math:`\\alpha S`,
 :math:`k_\\tau = \\lfloor \\alpha S_\\tau - z\\sqrt{S_\\tau \\alpha (1-\\alpha)} \\rfloor`;
-``benchmarks/bench_certification.py`` measures the rates on fresh paths.
+``benchmarks/bench_certification.py`` measures the rates on fresh paths. Why two: with one s.e.
+(the earlier margin) and 2,000 paths per binding truth, the fresh rate at a binding truth is
+about :math:`\\alpha - 0.49\\%` plus the in-sample noise (sd 0.49 points) plus the fresh noise
+(0.34 points at 4,000 audits), so it exceeds the benchmark's allowance :math:`\\alpha` + 2 s.e.
+(+0.69 points) with probability about 2.4 % per binding truth -- over the ~70 binding truths
+of the certification table, one or two misses by chance; one was measured (pooled,
+posterior_variance, recall, geometric looks: flat 6.12% ± 0.38%, in-sample 4.56%). With two
+s.e. that probability is about 0.3 % per binding truth (measured on the same calibration
+paths: fresh 4.25-5.05% over the shapes instead of 5.00-5.53%).
 
 References
 ----------
@@ -65,9 +73,10 @@ __all__ = [
 DEFAULT_SHAPES: tuple[float, ...] = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0)
 
 #: calibration margin: at every truth the in-sample false-accept count is held at
-#: ``S alpha - z sqrt(S alpha (1 - alpha))``, one Monte Carlo s.e. below alpha, so that the
-#: boundary's selection on the same paths does not carry its optimism to new audits
-DEFAULT_Z = 1.0
+#: ``S alpha - z sqrt(S alpha (1 - alpha))``, two Monte Carlo s.e. below alpha, so that the
+#: boundary's selection on the same paths does not carry its optimism to new audits (module
+#: docstring)
+DEFAULT_Z = 2.0
 
 
 def nominal_levels(looks: np.ndarray, tail: float, shape: float, level: float) -> np.ndarray:
