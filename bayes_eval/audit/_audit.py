@@ -95,7 +95,8 @@ class Audit:
         Posterior model, default :data:`bayes_eval.models.DEFAULT_MODEL` (``"pooled"``: the
         score-informed pooled model of :mod:`bayes_eval.models.pooled`; ``"independent"``:
         independent Beta priors per stratum, ``prior``; ``"hierarchical"`` needs
-        :mod:`bayes_eval.hierarchical`). The model's marginal posterior also feeds the design.
+        :mod:`bayes_eval.hierarchical`). The model also feeds the design
+        (:func:`bayes_eval.models.design_prior`; pooled: each stratum's rate on the fitted curve).
     design_options : dict, optional
         Keyword options of the design factory.
     draws : int

@@ -2,12 +2,13 @@
 
 Before every proposal the design is given per-stratum Beta priors
 (:func:`bayes_eval.models.design_prior`): for ``"independent"`` the prior itself, for the
-``"pooled"`` and ``"hierarchical"`` models the fitted model's current marginal posterior
-expressed as a Beta prior: a fit of the model to the counts ``n_k, h_k`` of that moment (about
-10 ms for the pooled model). Reopening an audit replays every proposal of its ledger and asks
-the design again, in the state it was first asked in (:func:`bayes_eval.audit._directory.replay`),
-so a command late in a pooled audit refitted the model once per batch of its history: about
-0.8 s for 100 batches, paid by every ``next`` and ``record``.
+``"pooled"`` model its allocation Betas (each stratum's rate on the fitted curve) and for the
+``"hierarchical"`` model its empirical-Bayes priors, from a fit of the model to the counts
+``n_k, h_k`` of that moment (about 10 ms for the pooled model). Reopening an audit replays
+every proposal of its ledger and asks the design again, in the state it was first asked in
+(:func:`bayes_eval.audit._directory.replay`), so a command late in a pooled audit refitted the
+model once per batch of its history: about 0.8 s for 100 batches, paid by every ``next`` and
+``record``.
 
 :class:`PriorMemo` keeps the priors given to the design, keyed by the counts, in
 ``design_priors.jsonl`` of the audit directory: a header line (format, the manifest's digest,
