@@ -11,7 +11,7 @@ row from row i, for parallel runs) writes its tables to stdout (committed as
   budgets 200-2,000 in 10-20 batches (a tenth of the largest budget, at most 100 labels),
   labels drawn hypergeometrically per stratum from the true positives, allocation by
   ``posterior_variance`` (default ``defensive=0.3`` floor) fed the pooled model's allocation
-  Betas (``bayes_eval.models.allocation_beta``, as ``design_prior`` gives the audit). A
+  rates (``bayes_eval.models.allocation_rate``, as ``design_prior`` gives the audit). A
   one-sided 95 % lower bound covers iff ``P(metric >= truth) <= 0.95`` (the bound is the 5 %
   quantile), computed with :func:`bayes_eval.models.pooled.prob_linear_ge` (checked against
   draws in ``tests/test_pooled.py``). MC s.e. ``sqrt(p (1 - p) / R)``.
@@ -48,7 +48,7 @@ import bayes_eval as be
 from bayes_eval import datasets
 from bayes_eval._sampling import draw_beta
 from bayes_eval.designs import DesignState, make_design
-from bayes_eval.models import allocation_beta
+from bayes_eval.models import allocation_prior, allocation_rate
 from bayes_eval.models._cells import CellLayout
 from bayes_eval.models._profile import profile_of_strata
 from bayes_eval.models.pooled import (
@@ -167,8 +167,10 @@ def run_audits(
         if done >= max(budgets):
             break
         # the design's Betas: the pooled model's allocation Betas (bayes_eval.models.design_prior)
-        a_, b_ = allocation_beta(fit, prof) if model == "pooled" else beta_approximation(fit)
-        pa, pb = a_ - h, b_ - (n - h)
+        if model == "pooled":
+            pa, pb = allocation_prior(allocation_rate(fit, prof), n, h)
+        else:
+            pa, pb = beta_approximation(fit)
         state = DesignState(
             sizes=sizes,
             predicted=pred,

@@ -374,7 +374,13 @@ def test_pooled_is_a_registered_model_for_the_audit_and_the_design(pop2):
     """model="pooled" by name: the registry finds it, the audit's looks use it (one posterior for
     the looks, the design and the certificate); the design is given the allocation Betas and
     the look model's priors reproduce the posterior."""
-    from bayes_eval.models import MODELS, allocation_beta, design_prior, marginal_prior
+    from bayes_eval.models import (
+        MODELS,
+        allocation_prior,
+        allocation_rate,
+        design_prior,
+        marginal_prior,
+    )
 
     assert MODELS["pooled"] is pooled_model
     lp, strata, prof, _ = pop2
@@ -393,23 +399,23 @@ def test_pooled_is_a_registered_model_for_the_audit_and_the_design(pop2):
     n, h = audit.counts()
     pa, pb = design_prior("pooled", strata, n, h, audit.prior_a, audit.prior_b)
     fit = fit_pooled(prof, n, h, warn=False)
-    al_a, al_b = allocation_beta(fit, prof)
-    np.testing.assert_allclose(pa + h, al_a, rtol=1e-9)
-    np.testing.assert_allclose(pb + n - h, al_b, rtol=1e-9)
+    al_a, al_b = allocation_prior(allocation_rate(fit, prof), n, h)
+    np.testing.assert_allclose(pa, al_a, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(pb, al_b, rtol=1e-9, atol=1e-9)
     ma, mb = marginal_prior(fit)
     big_a, big_b = beta_approximation(fit)
     np.testing.assert_allclose(ma + h, np.maximum(big_a, h + 1e-3), rtol=1e-9)
     np.testing.assert_allclose(mb + n - h, np.maximum(big_b, n - h + 1e-3), rtol=1e-9)
 
 
-def test_allocation_beta_follows_the_curve_not_each_stratums_own_labels():
-    """The allocation Beta's mean is the stratum's rate on the fitted curve (at the hyper-mode),
-    its concentration n_k + 2: two strata with the same items and labels but different
-    positives get the same allocation rate (their marginal posteriors differ), so a stratum
-    whose first labels were unlucky is not starved of later ones."""
+def test_allocation_rate_follows_the_curve_not_each_stratums_own_labels():
+    """The design's Beta has the mean of the stratum's rate on the fitted curve (at the
+    hyper-mode) and the concentration n_k + 2: two strata with the same items and labels but
+    different positives get the same allocation rate (their marginal posteriors differ), so a
+    stratum whose first labels were unlucky is not starved of later ones."""
     from scipy.special import expit
 
-    from bayes_eval.models import ALLOCATION_PSEUDO_LABELS, allocation_beta
+    from bayes_eval.models import ALLOCATION_PSEUDO_LABELS, allocation_prior, allocation_rate
     from bayes_eval.models._cells import curve_logit
 
     rng = np.random.default_rng(3)
@@ -421,7 +427,8 @@ def test_allocation_beta_follows_the_curve_not_each_stratums_own_labels():
     n = np.array([60, 60, 40])
     h = np.array([1, 9, 30])
     fit = fit_pooled(prof, n, h, warn=False)
-    a, b = allocation_beta(fit, prof)
+    pa, pb = allocation_prior(allocation_rate(fit, prof), n, h)
+    a, b = pa + h, pb + n - h
     np.testing.assert_allclose(a + b, n + ALLOCATION_PSEUDO_LABELS, rtol=1e-12)
     mu = a / (a + b)
     assert mu[0] == pytest.approx(mu[1], rel=1e-12)

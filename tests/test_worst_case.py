@@ -372,3 +372,59 @@ def test_pooled_look_model_keeps_the_strata_dependence(monkeypatch):
     # the Betas: median 0.032, mean 0.044
     assert np.quantile(d_look, 0.9) < 1e-3 and d_look.mean() < 0.01, d_look.mean()
     assert np.median(d_betas) > 0.01 and d_betas.mean() > 4 * d_look.mean(), d_betas.mean()
+
+
+def test_pooled_look_model_gives_the_design_the_allocation_rates_of_its_last_refit(monkeypatch):
+    """Between refits the simulated design is given the last refit's allocation rates at the
+    current counts (as a refitted audit would be: Beta(rate (n + 2), (1 - rate)(n + 2))), not a
+    conjugate update that would follow each stratum's new labels."""
+    from bayes_eval.models import ALLOCATION_PSEUDO_LABELS
+    from bayes_eval.sequential import _paths
+
+    lp = be.datasets.synthetic(20_000, prevalence=0.2, separation=2.5, miscalibration="flat", rng=5)
+    st = be.stratify(lp.population, n_strata=4)
+    refits = []
+    real = _paths._effective_prior
+
+    def spy(model, strata, n, h, *args, **kwargs):
+        out = real(model, strata, n, h, *args, **kwargs)
+        refits.append(out.design_rate.copy())
+        return out
+
+    monkeypatch.setattr(_paths, "_effective_prior", spy)
+    design = make_design("posterior_variance")
+    seen = []
+    inner = design.allocate_many
+
+    def record(state, m, rng):
+        a = state.prior_a + state.h
+        b = state.prior_b + state.n - state.h
+        seen.append((len(refits), a / (a + b), a + b - state.n))
+        return inner(state, m, rng)
+
+    monkeypatch.setattr(design, "allocate_many", record)
+    sizes, pred = np.asarray(st.sizes), np.asarray(st.predicted)
+    truth = np.bincount(st.assignment, weights=lp.truth, minlength=sizes.size).astype(np.int64)
+    prior = Prior.resolve("jeffreys", sizes.size)
+    simulate_paths(
+        sizes=sizes,
+        predicted=pred,
+        positives=truth,
+        prior_a=prior.a,
+        prior_b=prior.b,
+        metric="f1",
+        target=0.7,
+        design=design,
+        batches=[20] * 8,
+        schedule=np.cumsum([20] * 8),
+        finite_population=True,
+        n_sims=40,
+        rng=1,
+        model="pooled",
+        strata=st,
+    )
+    between = [(r, mean, conc) for r, mean, conc in seen if r > 0]
+    assert len(between) == 7 and len(refits) >= 4
+    for r, mean, conc in between:
+        np.testing.assert_allclose(mean, refits[r - 1], rtol=1e-9)
+        np.testing.assert_allclose(conc, ALLOCATION_PSEUDO_LABELS, rtol=1e-9)

@@ -25,7 +25,8 @@ __all__ = [
     "DEFAULT_MODEL",
     "MODELS",
     "ModelRegistry",
-    "allocation_beta",
+    "allocation_prior",
+    "allocation_rate",
     "check_model_prior",
     "design_prior",
     "marginal_prior",
@@ -127,10 +128,10 @@ def design_prior(
 
     ``"independent"``: the prior itself (so the design sees each stratum's own posterior);
     ``"hierarchical"``: the empirical-Bayes priors of
-    :func:`bayes_eval.hierarchical.empirical_bayes_prior`; ``"pooled"``: the **allocation
-    Beta** of :func:`allocation_beta` minus the counts (pseudo-counts that may be negative; the
-    Beta the design forms is proper) -- each stratum's rate on the fitted calibration curve, not
-    its own labels' estimate, so the allocation does not follow each stratum's sampling noise.
+    :func:`bayes_eval.hierarchical.empirical_bayes_prior`; ``"pooled"``: the pseudo-counts of
+    :func:`allocation_prior` at the :func:`allocation_rate` of the fit (each stratum's rate on the
+    fitted calibration curve, not its own labels' estimate, so the allocation does not follow each
+    stratum's sampling noise; they may be negative, the Beta the design forms is proper).
 
     For ``"pooled"`` only: ``init`` (shape ``(..., 4)``) warm-starts the hyper-mode search (the
     result does not depend on it beyond the search tolerance), and the fitted modes are appended
@@ -150,20 +151,18 @@ def design_prior(
             modes.append(fit.mode)
         if fits is not None:
             fits.append(fit)
-        big_a, big_b = allocation_beta(fit, profile)
-        return big_a - fit.h, big_b - (fit.n - fit.h)
+        return allocation_prior(allocation_rate(fit, profile), fit.n, fit.h)
     return np.asarray(prior_a, dtype=np.float64), np.asarray(prior_b, dtype=np.float64)
 
 
-def allocation_beta(fit: Any, profile: Any) -> tuple[np.ndarray, np.ndarray]:
-    r"""The pooled model's allocation Beta of every stratum, ``(A, B)`` each ``(..., K)``.
+def allocation_rate(fit: Any, profile: Any) -> np.ndarray:
+    r"""The pooled model's allocation rate of every stratum, ``(..., K)``: its rate on the
+    calibration curve at the hyper-mode, :math:`\operatorname{expit}\bar\eta_k(\hat\phi)` (the
+    mean of the curve over the stratum's own items, without its cell's deviation).
 
-    Mean: the stratum's rate on the calibration curve at the hyper-mode,
-    :math:`\operatorname{expit}\bar\eta_k(\hat\phi)` (the mean of the curve over the stratum's
-    own items, without its cell's deviation); concentration :math:`n_k` +
-    :data:`ALLOCATION_PSEUDO_LABELS`. A design that weighs strata by their rate's variance
-    (``posterior_variance``) then allocates by what all the labels say through the shared
-    curve, with the precision of the stratum's own labels.
+    A design that weighs strata by their rate's variance (``posterior_variance``) is given
+    ``Beta(rate (n_k + 2), (1 - rate)(n_k + 2))`` (:func:`allocation_prior`): what all the labels
+    say through the shared curve, with the precision of the stratum's own labels.
 
     Why not the stratum's marginal posterior (the earlier design input): a stratum whose first
     labels held fewer positives than its rate got a smaller, tighter posterior, hence fewer later
@@ -171,8 +170,8 @@ def allocation_beta(fit: Any, profile: Any) -> tuple[np.ndarray, np.ndarray]:
     Measured on flat-within-side scores at 20 % prevalence (20 equal-size strata,
     ``posterior_variance``, 1,000 labels, 300 audits): the stratified estimate of the missed
     positives was 17 % low and the posterior mean 6 % low (z +0.57 for F1; lower bounds covered
-    0.85); with the allocation Beta the posterior mean is within 0.1 % (z -0.01, coverage
-    0.953). The coverage battery (``benchmarks/bench_pooled.py``) has the rest.
+    0.85); with the curve's rates the posterior mean is within 0.1 % (z -0.01, coverage 0.953).
+    The coverage battery (``benchmarks/bench_pooled.py``) has the rest.
     """
     from scipy.special import expit
 
@@ -180,9 +179,18 @@ def allocation_beta(fit: Any, profile: Any) -> tuple[np.ndarray, np.ndarray]:
 
     side = np.asarray(profile.predicted, dtype=np.float64)
     mu = expit(curve_logit(fit.mode, profile.x, profile.weight, side, profile.center))
-    mu = np.clip(mu, 1e-12, 1.0 - 1e-12)
-    s = np.asarray(fit.n, dtype=np.float64) + ALLOCATION_PSEUDO_LABELS
-    return mu * s, (1.0 - mu) * s
+    return np.clip(mu, 1e-12, 1.0 - 1e-12)
+
+
+def allocation_prior(rate: Any, n: Any, h: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Pseudo-counts ``(a, b)`` with ``Beta(a + h, b + n - h) = Beta(rate m, (1 - rate) m)``,
+    ``m = n +`` :data:`ALLOCATION_PSEUDO_LABELS` (may be negative; the Beta is proper), each
+    ``(..., K)``: the design's input for allocation rates ``rate`` at counts ``n, h``."""
+    rate = np.asarray(rate, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)
+    h = np.asarray(h, dtype=np.float64)
+    m = n + ALLOCATION_PSEUDO_LABELS
+    return rate * m - h, (1.0 - rate) * m - (n - h)
 
 
 def marginal_prior(fit: Any) -> tuple[np.ndarray, np.ndarray]:

@@ -40,8 +40,8 @@ adds crossings; given ``draws`` the simulation adds that noise at every look (th
 correction passes the procedure's draws).
 
 The design is given what an audit's design is given (:func:`bayes_eval.models.design_prior`;
-for the pooled model the allocation Betas of the last refit, updated by the new labels between
-refits), as in :func:`bayes_eval.simulate`.
+for the pooled model the allocation rates of the last refit at the current counts), as in
+:func:`bayes_eval.simulate`.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ from .._cumulants import prob_at_least
 from .._loop import BatchPlan, LockStep, LockStepAllocator, design_state
 from .._validation import RNGLike, as_generator, check_positive_int
 from ..designs import make_design
-from ..models import design_prior, marginal_prior
+from ..models import allocation_prior, design_prior, marginal_prior
 from ..models._linear_form import LinearFormNodes
 from ..priors import Prior
 from ._linear import beta_form_cumulants, linear_form, prob_linear_ge
@@ -214,16 +214,17 @@ def look_model_of(model: str) -> str:
 @dataclass(frozen=True, slots=True)
 class _Refit:
     """One refit of a look model: every row's effective Beta priors ``a, b`` ``(R, K)`` (their
-    conjugate update is the look model's marginal posterior), the Betas the design is given
-    (:func:`~bayes_eval.models.design_prior`; pooled: the allocation Betas, else ``a, b``), its
-    hyper-mode (pooled; the next refit's warm start) and the metric's linear form's cumulants
-    at every hyper-node of the model's posterior (pooled, a
-    :class:`~bayes_eval.models.pooled.LinearFormNodes`; else ``None``)."""
+    conjugate update is the look model's marginal posterior; the hierarchical model's design is
+    given them too), the pooled model's allocation rates
+    (:func:`~bayes_eval.models.allocation_rate`: its design is given
+    :func:`~bayes_eval.models.allocation_prior` of them at the current counts, as a refitted audit
+    would be, not their conjugate update), its hyper-mode (pooled; the next refit's warm start)
+    and the metric's linear form's cumulants at every hyper-node of the model's posterior
+    (pooled, a :class:`~bayes_eval.models.pooled.LinearFormNodes`; else ``None``)."""
 
     a: np.ndarray
     b: np.ndarray
-    design_a: np.ndarray
-    design_b: np.ndarray
+    design_rate: np.ndarray | None = None  # pooled: the allocation rates (R, K)
     mode: np.ndarray | None = None
     exact: LinearFormNodes | None = None  # pooled: rows (R, S)
 
@@ -259,18 +260,18 @@ def _effective_prior(
         ua, ub = design_prior(
             model, strata, un, uh, a, b, score_mean, init=start, modes=modes, fits=fits
         )
+        rate = (ua + uh) / (ua + ub + un)  # allocation_rate of the fit
         ma, mb = marginal_prior(fits[0])
         exact = None
         if form is not None:
             sizes, w, finite = form
             nodes = linear_form_nodes(fits[0], un, uh, sizes, w, finite_population=finite)
             exact = nodes.take(inverse)
-        return _Refit(ma[inverse], mb[inverse], ua[inverse], ub[inverse], modes[0][inverse], exact)
+        return _Refit(ma[inverse], mb[inverse], rate[inverse], modes[0][inverse], exact)
     ua, ub = np.empty(un.shape), np.empty(un.shape)
     for r in range(un.shape[0]):
         ua[r], ub[r] = design_prior(model, strata, un[r], uh[r], a, b, score_mean)
-    ua, ub = ua[inverse], ub[inverse]
-    return _Refit(ua, ub, ua, ub)
+    return _Refit(ua[inverse], ub[inverse])
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,7 +362,10 @@ def simulate_paths(
     form = (np.asarray(sizes, dtype=np.float64), w, bool(finite_population))
     labelled = 0
     total = len(batches) * rows
+    rate = None  # pooled: the allocation rates of the last refit
     for rnd, m in enumerate(batches):
+        if rate is not None:
+            des_a, des_b = allocation_prior(rate, audits.n, audits.h)
         state = design_state(
             sizes=sizes,
             predicted=predicted,
@@ -383,8 +387,9 @@ def simulate_paths(
             refit = _effective_prior(
                 model, strata, audits.n, audits.h, a, b, score_mean, mode, form
             )
-            eff_a, eff_b, mode = refit.a, refit.b, refit.mode
-            des_a, des_b = refit.design_a, refit.design_b
+            eff_a, eff_b, mode, rate = refit.a, refit.b, refit.mode, refit.design_rate
+            if rate is None:
+                des_a, des_b = eff_a, eff_b
             if refit.exact is not None:
                 betas = beta_form_cumulants(audits.n, audits.h, eff_a, eff_b, *form)
                 dep = _Dependence.at_refit(refit.exact.mixture(), betas)

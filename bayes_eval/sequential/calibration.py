@@ -543,7 +543,7 @@ def _curve(prob: np.ndarray, schedule: np.ndarray, grid: np.ndarray) -> xr.Datas
 #: bumped whenever the simulated procedure changes, so that cached calibrations are not reused
 #: (4: the session-5 pooled hyperprior and the dependence-keeping pooled look model; 5: the
 #: pooled fit's faster Newton search and the binomial noise of the audit's draws at every look;
-#: 6: the pooled model's designs are given its allocation Betas, ``models.allocation_beta``, and
+#: 6: the pooled model's designs are given its allocation rates, ``models.allocation_rate``, and
 #: the boundary's margin is two MC s.e., ``boundary.DEFAULT_Z``)
 CALIBRATION_VERSION = 6
 
