@@ -57,7 +57,10 @@ recall and F1 stay conservative where the labels cannot measure a side (few posi
 the labels overrule it where they can. Measured on the coverage battery
 (``benchmarks/bench_pooled.py``): without the factor 24 of 114 cells covered below 0.93 (worst
 0.805, flat scores at 2 %: a posterior_variance audit that finds few positives early moves
-labels away from that side, and its estimate stays low); with it, 7 (worst 0.92). The price is
+labels away from that side, and its estimate stays low); with it, 7 (worst 0.92). Since the
+design is given the curve's rates instead of each stratum's posterior
+(:func:`bayes_eval.models.allocation_rate`) that design effect is gone, but without the factor
+flat and uninformative scores at 2 % still cover only 0.89-0.91, so it stays. The price is
 on needles, where the labels cannot overrule it: F1 on synthetic 0.05 % needles is
 underestimated by 0.07-0.10 at 1,000 labels (``bench_default_needles.py``).
 :math:`\beta \sim N(1, 1.5^2)` (unconstrained: a decreasing or flat curve is learned, and the
