@@ -421,13 +421,13 @@ def _nuts_fn_draws(prof, layout, n, h, hp, prior, seed, draws=1000, chains=2):
     """NUTS (nutpie) on the same pooled model: the cell deviations sampled, the stratum rates
     integrated out by the beta-binomial; returns joint draws of theta (draws * chains, K).
     The hyperprior is the fit's own (``_Prior.log_density``: mean-anchored side intercepts with
-    the sceptical factor on each side's mean rate, Catmull-Rom anchors), written in pytensor as
-    a potential."""
+    the sceptical lean on the sides' mean rates, Catmull-Rom anchors), written in pytensor as
+    a potential (the lean by the model's own ``side_lean``)."""
     import nutpie
     import pymc as pm
     import pytensor.tensor as pt
 
-    from bayes_eval.models._prior import _SIDE_RATE_POWER, ANCHOR_GRID
+    from bayes_eval.models._prior import _SIDE_RATE_POWER, ANCHOR_GRID, side_lean
 
     side = prof.predicted.astype(float)
     g0, step = float(ANCHOR_GRID[0]), float(ANCHOR_GRID[1] - ANCHOR_GRID[0])
@@ -459,7 +459,7 @@ def _nuts_fn_draws(prof, layout, n, h, hp, prior, seed, draws=1000, chains=2):
             "hyperprior",
             -0.5 * (((al - a0) / sa) ** 2 + ((al + ga - a1) / sa) ** 2)
             - 0.5 * (((be_ - prior.mean[1]) / sb) ** 2 + ((lt - prior.mean[3]) / st) ** 2)
-            + _SIDE_RATE_POWER * (log_expit(m0) + log_expit(-m0) + log_expit(m1) + log_expit(-m1)),
+            + _SIDE_RATE_POWER * side_lean(m0, m1, log_expit),
         )
         eta = al + be_ * (prof.x - prof.center) + ga * side[:, None]
         lp = pm.math.log((prof.weight * pm.math.sigmoid(eta)).sum(axis=-1))

@@ -514,3 +514,33 @@ def test_allocation_does_not_chase_each_stratums_noise_on_flat_scores():
     assert abs(z.mean()) < 3 * se, (z.mean(), se)
     cover = float((out["lower"].values <= truth).mean())  # the one-sided 95 % lower bound
     assert cover >= 0.95 - 3 * np.sqrt(0.95 * 0.05 / reps), cover
+
+
+def test_ranking_evidence_is_read_without_the_sceptical_lean():
+    """The lean pulls the sides' rates together by design; the "uninformative scores" check
+    reads what the labels say without it: small audits of a calibrated population are not
+    called flat (with the lean read as evidence, 3-4 % of these 400 were), and uninformative
+    scores still are."""
+    from bayes_eval.models._prior import labels_weight, prior_of
+
+    data = datasets.synthetic(5000, prevalence=0.3, rng=0)
+    st = be.stratify(data.population, n_strata=2)
+    prof = profile_of_strata(st)
+    pos = np.bincount(st.assignment, weights=data.truth, minlength=st.n_strata)
+    n = np.full((400, st.n_strata), 8)
+    h = np.random.default_rng(1).binomial(n, pos / st.sizes)
+    fit = fit_pooled(prof, n, h, warn=False)
+    assert fit.informative.all()
+    prior = prior_of(prof, fit.hyperpriors)
+    wl = labels_weight(fit.weight, fit.phi, prior)
+    np.testing.assert_allclose(wl.sum(axis=-1), 1.0)
+    lean_gap = (fit.weight * (prior.side_gap(fit.phi) > 0)).sum(axis=-1)
+    label_gap = (wl * (prior.side_gap(fit.phi) > 0)).sum(axis=-1)
+    assert (label_gap >= lean_gap - 1e-12).mean() > 0.95  # the lean only ever pulls together
+    flat = datasets.synthetic(5000, prevalence=0.3, miscalibration="uninformative", rng=0)
+    st = be.stratify(flat.population, n_strata=2)
+    pos = np.bincount(st.assignment, weights=flat.truth, minlength=st.n_strata)
+    n = np.full((50, st.n_strata), 100)
+    h = np.random.default_rng(2).binomial(n, pos / st.sizes)
+    fit = fit_pooled(profile_of_strata(st), n, h, warn=False)
+    assert (~fit.informative).mean() > 0.5

@@ -3,9 +3,15 @@ r"""The hyperprior of the pooled model: mean-anchored side intercepts, sceptical
 For probability scores the intercept of each predicted side s is centred on :math:`a_s(\beta)`,
 the intercept at which the calibration curve's mean over the side's items equals the side's mean
 score (so the prior of each side's positives does not depend on the slope, the strata or the
-other side), and the prior is multiplied by :math:`m_s (1 - m_s)` for each side's mean rate
-:math:`m_s` (a uniform prior on it: on the logit it leans towards more missed positives and
-more false positives, so lower bounds stay conservative where the labels cannot measure a side).
+other side), and the prior is multiplied by the **sceptical lean**
+:math:`\operatorname{expit}(\ell_0)\,\operatorname{expit}(-\ell_1)` on the logits
+:math:`\ell_s` of the sides' mean rates (:func:`side_lean`): towards more missed positives on
+the predicted-negative side and more false positives on the predicted-positive side, at any
+rate, so lower bounds stay conservative where the labels cannot measure a side. (Until session 9
+it was :math:`m_s (1 - m_s)` on both sides, a uniform prior on each mean rate, which leans
+towards 1/2: towards *fewer* false positives whenever precision is below 1/2; measured: the
+95 % precision bound covered 0.821 on a real needle with precision 0.007 and 0.871 on the
+``default`` population at 300 labels; with this lean 0.933 and 0.932.)
 The anchors are computed once per profile on a grid of slopes (:data:`ANCHOR_GRID`) and
 interpolated (Catmull-Rom, C1). Measurements and the reasoning: :mod:`bayes_eval.models.pooled`.
 
@@ -26,14 +32,14 @@ import numpy as np
 
 from ._profile import ScoreProfile
 
-__all__ = ["ANCHOR_GRID", "Prior", "prior_of"]
+__all__ = ["ANCHOR_GRID", "Prior", "labels_weight", "prior_of", "side_lean"]
 
 #: slope grid of the mean-anchored intercepts (Catmull-Rom interpolation between its points,
 #: linear extrapolation beyond it)
 ANCHOR_GRID = np.linspace(-8.0, 8.0, 321)
 _ZERO_SLOPE = 160  # ANCHOR_GRID[160] == 0.0
 _ANCHOR_BINS = 512
-#: power of ``m (1 - m)`` on the logit of each side's mean rate m: 1 is a uniform prior on m
+#: power of the sceptical lean :func:`side_lean` (1: the model's; 0 switches it off)
 _SIDE_RATE_POWER = 1.0
 _ANCHOR_CACHE: dict[tuple[Any, ...], Prior] = {}
 
@@ -91,14 +97,34 @@ class Prior:
         # alpha_s - a_s(beta) = m_s - a_s(0)
         z = ((m0 - z0) / sa) ** 2 + ((m1 - z1) / sa) ** 2
         z = z + ((be - self.mean[1]) / sb) ** 2 + ((lt - self.mean[3]) / st) ** 2
-        # uniform prior on each side's mean rate m: the factor m (1 - m) on its logit
-        unif = _log_expit(m0) + _log_expit(-m0) + _log_expit(m1) + _log_expit(-m1)
-        return -0.5 * z + _SIDE_RATE_POWER * unif
+        return -0.5 * z + _SIDE_RATE_POWER * side_lean(m0, m1)
 
 
 def _log_expit(x: np.ndarray) -> np.ndarray:
     """``log(1 / (1 + exp(-x)))`` without overflow."""
     return -np.logaddexp(0.0, -x)
+
+
+def labels_weight(weight: np.ndarray, phi: np.ndarray, prior: Prior) -> np.ndarray:
+    """Importance weights ``weight`` (..., S) of hyper-nodes ``phi`` (..., S, 4) reweighted to
+    the posterior without the sceptical lean (normalised): what the labels and the anchored
+    normal prior say, for diagnostics that should not read the lean as evidence."""
+    if not prior.anchored:
+        return weight
+    m0, m1 = prior.side_logits(phi)
+    with np.errstate(divide="ignore"):
+        lw = np.log(weight) - _SIDE_RATE_POWER * side_lean(m0, m1)
+    lw = lw - lw.max(axis=-1, keepdims=True)
+    out = np.exp(lw)
+    return out / out.sum(axis=-1, keepdims=True)
+
+
+def side_lean(m0: Any, m1: Any, log_expit: Any = _log_expit) -> Any:
+    """The sceptical lean's log density ``log expit(m0) + log expit(-m1)`` at the logits of the
+    predicted-negative (``m0``) and predicted-positive (``m1``) sides' mean rates: it rises
+    with the missed positives and with the false positives (module docstring). ``log_expit``
+    lets another array library evaluate the same formula (the NUTS check's pytensor)."""
+    return log_expit(m0) + log_expit(-m1)
 
 
 def _catmull_rom(values: np.ndarray, beta: np.ndarray) -> np.ndarray:

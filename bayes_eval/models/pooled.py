@@ -47,22 +47,23 @@ does not depend on the slope, the strata or the other side, and a score that is 
 side (:math:`\beta = 0`) is as plausible a priori as a calibrated one with the same side means
 (the earlier anchor at the population median covariate with :math:`\gamma \sim N(0, 2^2)` put a
 flat truth 2.7 prior sds away and pushed the slope up to bridge the sides: recall lower bounds
-covered 0.775 on flat scores at 2 %). The prior is then made **sceptical of the classifier**: it
-is multiplied by :math:`m_s (1 - m_s)` for each side's mean rate :math:`m_s` (a uniform prior on
-:math:`m_s`; on the logit, to first order :math:`\alpha_s - a_s(\beta)` plus the logit of the
-side's mean score). On the logit scale this factor moves the prior of a small rate up by
-:math:`2^2` (and of a large rate down): towards more missed positives on the predicted-negative
-side and more false positives on the predicted-positive side, so the lower bounds of precision,
-recall and F1 stay conservative where the labels cannot measure a side (few positives found) and
-the labels overrule it where they can. Measured on the coverage battery
+covered 0.775 on flat scores at 2 %). The prior is then made **sceptical of the classifier**: it is
+multiplied by :math:`\operatorname{expit}(\ell_0)\operatorname{expit}(-\ell_1)` for the logits
+:math:`\ell_s` of the sides' mean rates (to first order :math:`\alpha_s - a_s(\beta)` plus the logit
+of the side's mean score; :func:`bayes_eval.models._prior.side_lean`). On the logit scale this lean
+moves the prior of the predicted negatives' (small) rate up by up to :math:`2^2` and the predicted
+positives' rate down: towards more missed positives and more false positives, so the lower bounds of
+precision, recall and F1 stay conservative where the labels cannot measure a side (few positives
+found) and the labels overrule it where they can (the earlier :math:`m_s (1 - m_s)` moved a
+predicted-positive rate below 1/2 *up*: see ``_prior``). Measured on the coverage battery
 (``benchmarks/bench_pooled.py``): without the factor 24 of 114 cells covered below 0.93 (worst
-0.805, flat scores at 2 %: a posterior_variance audit that finds few positives early moves
-labels away from that side, and its estimate stays low); with it, 7 (worst 0.92). Since the
-design is given the curve's rates instead of each stratum's posterior
-(:func:`bayes_eval.models.allocation_rate`) that design effect is gone, but without the factor
-flat and uninformative scores at 2 % still cover only 0.89-0.91, so it stays. The price is
-on needles, where the labels cannot overrule it: F1 on synthetic 0.05 % needles is
-underestimated by 0.07-0.10 at 1,000 labels (``bench_default_needles.py``).
+0.805, flat scores at 2 %: a posterior_variance audit that finds few positives early moves labels
+away from that side, and its estimate stays low); with it, 7 (worst 0.92). Since the design is given
+the curve's rates instead of each stratum's posterior (:func:`bayes_eval.models.allocation_rate`)
+that design effect is gone, but without the factor flat and uninformative scores at 2 % still cover
+only 0.89-0.91, so it stays. The price is on needles, where the labels cannot overrule it: F1 on
+synthetic 0.05 % needles is underestimated by 0.07-0.10 at 1,000 labels
+(``bench_default_needles.py``).
 :math:`\beta \sim N(1, 1.5^2)` (unconstrained: a decreasing or flat curve is learned, and the
 prior bounds the slope under quasi-separation), :math:`\log\tau \sim N(\log 0.5, 1)`, 8 cells
 per side, :math:`\rho = 0.3`. Margin scores (no calibration anchor) keep independent normals:
@@ -114,7 +115,7 @@ from ._cells import (
 )
 from ._laplace import importance_nodes, importance_weights, neg_inverse, newton
 from ._linear_form import LinearFormNodes
-from ._prior import Prior, prior_of
+from ._prior import Prior, labels_weight, prior_of
 from ._profile import ScoreProfile, score_profile_of
 
 __all__ = [
@@ -196,7 +197,8 @@ class Hyperpriors:
             a = (
                 f"side intercepts alpha, alpha + gamma ~ N(a_s(beta), {self.alpha_sd:g}^2) with "
                 "a_s(beta) the intercept at which the curve's mean over side s equals the side's "
-                "mean score, times a uniform prior on each side's mean rate"
+                "mean score, times expit(l_0) expit(-l_1) on the logits l_s of the sides' mean "
+                "rates (towards more missed positives and more false positives)"
             )
         return (
             f"{a}, beta ~ N({self.beta_mean:g}, {self.beta_sd:g}^2), "
@@ -479,8 +481,10 @@ def fit_pooled(
     w, ess = importance_weights(lp, log_q)
     m_beta = (w * phi[..., 1]).sum(axis=-1)
     sd_beta = np.sqrt(np.maximum((w * phi[..., 1] ** 2).sum(axis=-1) - m_beta**2, 0.0))
-    p_pos = (w * (phi[..., 1] > 0)).sum(axis=-1)
-    p_side = (w * (prior.side_gap(phi) > 0)).sum(axis=-1)
+    # the evidence of ranking without the sceptical lean, which pulls the sides together
+    wl = labels_weight(w, phi, prior)
+    p_pos = (wl * (phi[..., 1] > 0)).sum(axis=-1)
+    p_side = (wl * (prior.side_gap(phi) > 0)).sum(axis=-1)
     # no evidence of ranking: neither a rate rising with the score within a side nor a higher
     # rate on the predicted-positive side
     flat = (sd_beta < 0.5 * hp.beta_sd) & (p_pos < 0.9) & (p_side < 0.9)

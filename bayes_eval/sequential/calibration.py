@@ -544,7 +544,8 @@ def _curve(prob: np.ndarray, schedule: np.ndarray, grid: np.ndarray) -> xr.Datas
 #: (4: the session-5 pooled hyperprior and the dependence-keeping pooled look model; 5: the
 #: pooled fit's faster Newton search and the binomial noise of the audit's draws at every look;
 #: 6: the pooled model's designs are given its allocation rates, ``models.allocation_rate``, and
-#: the boundary's margin is two MC s.e., ``boundary.DEFAULT_Z``)
+#: the boundary's margin is two MC s.e., ``boundary.DEFAULT_Z``, and the pooled prior's lean is
+#: directional, ``models._prior.side_lean``)
 CALIBRATION_VERSION = 6
 
 
