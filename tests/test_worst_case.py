@@ -301,6 +301,22 @@ def test_correction_for_rejects_bad_progress(strata):
         correction_for(proc, target=0.6, progress="yes")
 
 
+def _record_refits(monkeypatch):
+    """Every refit of the simulated look model, appended as ``(labels, n, h, refit)``."""
+    from bayes_eval.sequential import _paths
+
+    seen = []
+    real = _paths._effective_prior
+
+    def spy(model, strata, n, h, *args, **kwargs):
+        out = real(model, strata, n, h, *args, **kwargs)
+        seen.append((int(n[0].sum()), n.copy(), h.copy(), out))
+        return out
+
+    monkeypatch.setattr(_paths, "_effective_prior", spy)
+    return seen
+
+
 def test_pooled_look_model_keeps_the_strata_dependence(monkeypatch):
     """At every refit of the pooled look model the simulated P(F1 >= target) is the pooled
     posterior's own (its exact cumulants; within the Pearson III approximation of the
@@ -314,15 +330,7 @@ def test_pooled_look_model_keeps_the_strata_dependence(monkeypatch):
 
     lp = be.datasets.synthetic(50_000, prevalence=0.1, separation=2.5, miscalibration="flat", rng=3)
     st = be.stratify(lp.population, n_strata=5)
-    seen = []
-    real = _paths._effective_prior
-
-    def spy(model, strata, n, h, *args, **kwargs):
-        out = real(model, strata, n, h, *args, **kwargs)
-        seen.append((int(n[0].sum()), n.copy(), h.copy(), out))
-        return out
-
-    monkeypatch.setattr(_paths, "_effective_prior", spy)
+    seen = _record_refits(monkeypatch)
     sizes, pred = np.asarray(st.sizes), np.asarray(st.predicted)
     truth = np.bincount(st.assignment, weights=lp.truth, minlength=sizes.size).astype(np.int64)
     target = float(metric_of_positives("f1", truth, sizes, pred))
@@ -379,19 +387,10 @@ def test_pooled_look_model_gives_the_design_the_allocation_rates_of_its_last_ref
     current counts (as a refitted audit would be: Beta(rate (n + 2), (1 - rate)(n + 2))), not a
     conjugate update that would follow each stratum's new labels."""
     from bayes_eval.models import ALLOCATION_PSEUDO_LABELS
-    from bayes_eval.sequential import _paths
 
     lp = be.datasets.synthetic(20_000, prevalence=0.2, separation=2.5, miscalibration="flat", rng=5)
     st = be.stratify(lp.population, n_strata=4)
-    refits = []
-    real = _paths._effective_prior
-
-    def spy(model, strata, n, h, *args, **kwargs):
-        out = real(model, strata, n, h, *args, **kwargs)
-        refits.append(out.design_rate.copy())
-        return out
-
-    monkeypatch.setattr(_paths, "_effective_prior", spy)
+    refits = _record_refits(monkeypatch)
     design = make_design("posterior_variance")
     seen = []
     inner = design.allocate_many
@@ -426,5 +425,5 @@ def test_pooled_look_model_gives_the_design_the_allocation_rates_of_its_last_ref
     between = [(r, mean, conc) for r, mean, conc in seen if r > 0]
     assert len(between) == 7 and len(refits) >= 4
     for r, mean, conc in between:
-        np.testing.assert_allclose(mean, refits[r - 1], rtol=1e-9)
+        np.testing.assert_allclose(mean, refits[r - 1][3].design_rate, rtol=1e-9)
         np.testing.assert_allclose(conc, ALLOCATION_PSEUDO_LABELS, rtol=1e-9)
