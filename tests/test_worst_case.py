@@ -301,6 +301,30 @@ def test_correction_for_rejects_bad_progress(strata):
         correction_for(proc, target=0.6, progress="yes")
 
 
+def _pooled_paths(lp, st, *, target, design, n_sims, rng):
+    """Simulated pooled audits of ``lp``'s own truth: 8 batches of 20, F1, Jeffreys base prior."""
+    sizes, pred = np.asarray(st.sizes), np.asarray(st.predicted)
+    truth = np.bincount(st.assignment, weights=lp.truth, minlength=sizes.size).astype(np.int64)
+    prior = Prior.resolve("jeffreys", sizes.size)
+    return simulate_paths(
+        sizes=sizes,
+        predicted=pred,
+        positives=truth,
+        prior_a=prior.a,
+        prior_b=prior.b,
+        metric="f1",
+        target=target,
+        design=design,
+        batches=[20] * 8,
+        schedule=np.cumsum([20] * 8),
+        finite_population=True,
+        n_sims=n_sims,
+        rng=rng,
+        model="pooled",
+        strata=st,
+    )
+
+
 def _record_refits(monkeypatch):
     """Every refit of the simulated look model, appended as ``(labels, n, h, refit)``."""
     from bayes_eval.sequential import _paths
@@ -334,25 +358,10 @@ def test_pooled_look_model_keeps_the_strata_dependence(monkeypatch):
     sizes, pred = np.asarray(st.sizes), np.asarray(st.predicted)
     truth = np.bincount(st.assignment, weights=lp.truth, minlength=sizes.size).astype(np.int64)
     target = float(metric_of_positives("f1", truth, sizes, pred))
-    prior = Prior.resolve("jeffreys", sizes.size)
     batches = [20] * 8
     looks = np.cumsum(batches)
-    p = simulate_paths(
-        sizes=sizes,
-        predicted=pred,
-        positives=truth,
-        prior_a=prior.a,
-        prior_b=prior.b,
-        metric="f1",
-        target=target,
-        design=make_design("posterior_variance"),
-        batches=batches,
-        schedule=looks,
-        finite_population=True,
-        n_sims=150,
-        rng=4,
-        model="pooled",
-        strata=st,
+    p = _pooled_paths(
+        lp, st, target=target, design=make_design("posterior_variance"), n_sims=150, rng=4
     )[0]
     w, c = linear_form("f1", target, pred, sizes)
     prof = score_profile_of(st)
@@ -402,26 +411,7 @@ def test_pooled_look_model_gives_the_design_the_allocation_rates_of_its_last_ref
         return inner(state, m, rng)
 
     monkeypatch.setattr(design, "allocate_many", record)
-    sizes, pred = np.asarray(st.sizes), np.asarray(st.predicted)
-    truth = np.bincount(st.assignment, weights=lp.truth, minlength=sizes.size).astype(np.int64)
-    prior = Prior.resolve("jeffreys", sizes.size)
-    simulate_paths(
-        sizes=sizes,
-        predicted=pred,
-        positives=truth,
-        prior_a=prior.a,
-        prior_b=prior.b,
-        metric="f1",
-        target=0.7,
-        design=design,
-        batches=[20] * 8,
-        schedule=np.cumsum([20] * 8),
-        finite_population=True,
-        n_sims=40,
-        rng=1,
-        model="pooled",
-        strata=st,
-    )
+    _pooled_paths(lp, st, target=0.7, design=design, n_sims=40, rng=1)
     between = [(r, mean, conc) for r, mean, conc in seen if r > 0]
     assert len(between) == 7 and len(refits) >= 4
     for r, mean, conc in between:
