@@ -420,14 +420,15 @@ def real_part(reps, oasis_reps, budgets=(300, 1000), n_strata=10, method="equal_
 def _nuts_fn_draws(prof, layout, n, h, hp, prior, seed, draws=1000, chains=2):
     """NUTS (nutpie) on the same pooled model: the cell deviations sampled, the stratum rates
     integrated out by the beta-binomial; returns joint draws of theta (draws * chains, K).
-    The hyperprior is the fit's own (``_Prior.log_density``: mean-anchored side intercepts with
-    the sceptical lean on the sides' mean rates, Catmull-Rom anchors), written in pytensor as
-    a potential (the lean by the model's own ``side_lean``)."""
+    The hyperprior is the fit's own (``Prior.log_density``: mean-anchored side intercepts,
+    Catmull-Rom anchors; the sceptical lean on the mean curve rates of each side's unlabelled
+    items, ``remainder_lean``), written in pytensor as a potential (the lean by the model's own
+    ``side_lean``)."""
     import nutpie
     import pymc as pm
     import pytensor.tensor as pt
 
-    from bayes_eval.models._prior import _SIDE_RATE_POWER, ANCHOR_GRID, side_lean
+    from bayes_eval.models._prior import ANCHOR_GRID, LEAN_POWER, side_lean
 
     side = prof.predicted.astype(float)
     g0, step = float(ANCHOR_GRID[0]), float(ANCHOR_GRID[1] - ANCHOR_GRID[0])
@@ -451,19 +452,25 @@ def _nuts_fn_draws(prof, layout, n, h, hp, prior, seed, draws=1000, chains=2):
         ga = pm.Flat("gamma", initval=prior.start()[2])
         lt = pm.Flat("log_tau", initval=prior.start()[3])
         a0, a1 = cr(prior.anchor[0], be_), cr(prior.anchor[1], be_)
-        z0, z1 = prior.intercepts(np.zeros(()))
         sa, sb, st = prior.sd[0], prior.sd[1], prior.sd[3]
-        m0 = al - a0 + float(z0)
-        m1 = al + ga - a1 + float(z1)
+        eta = al + be_ * (prof.x - prof.center) + ga * side[:, None]
+        lp = pm.math.log((prof.weight * pm.math.sigmoid(eta)).sum(axis=-1))
+        lq = pm.math.log((prof.weight * pm.math.sigmoid(-eta)).sum(axis=-1))
+        rem = (prof.sizes - n).astype(float)
+        side_m = []
+        for s_ in (0.0, 1.0):
+            r = np.where(side == s_, rem, 0.0)
+            side_m.append(
+                pm.math.log((r * pm.math.exp(lp)).sum()) - pm.math.log((r * pm.math.exp(lq)).sum())
+                if r.sum() > 0
+                else (np.inf if s_ == 0.0 else -np.inf)
+            )
         pm.Potential(
             "hyperprior",
             -0.5 * (((al - a0) / sa) ** 2 + ((al + ga - a1) / sa) ** 2)
             - 0.5 * (((be_ - prior.mean[1]) / sb) ** 2 + ((lt - prior.mean[3]) / st) ** 2)
-            + _SIDE_RATE_POWER * side_lean(m0, m1, log_expit),
+            + LEAN_POWER * side_lean(side_m[0], side_m[1], log_expit),
         )
-        eta = al + be_ * (prof.x - prof.center) + ga * side[:, None]
-        lp = pm.math.log((prof.weight * pm.math.sigmoid(eta)).sum(axis=-1))
-        lq = pm.math.log((prof.weight * pm.math.sigmoid(-eta)).sum(axis=-1))
         z = pm.Normal("z", 0.0, 1.0, shape=layout.n_cells)
         delta = z * pm.math.exp(lt) / np.sqrt(layout.share)
         mu = pm.math.sigmoid(lp - lq + delta[layout.cell])

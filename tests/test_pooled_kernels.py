@@ -68,13 +68,16 @@ def test_kernel_matches_numpy_reference(k, n_pos, cells, scores, keep, nodes):
     lay = pooled._layout(prof, hp)
     prior = pooled.prior_of(prof, hp)
     n, h = _counts(rng, 9, k)
+    n[4, : k // 2] = prof.sizes[: k // 2]  # censused strata drop out of the lean
+    n[5, prof.predicted] = prof.sizes[prof.predicted]  # a side without unlabelled items
     phi = _phi(rng, prior.start(), prior.sd, 9, 24)
     args = (phi, prof, lay, n[:, None, :], h[:, None, :], prior, hp.nugget_sd)
-    lp_c, ci_c = pooled._log_post(*args, keep=keep, nodes=nodes, engine="numba")
-    lp_r, ci_r = pooled._log_post(*args, keep=keep, nodes=nodes, engine="numpy")
-    assert lp_c.shape == lp_r.shape == (9, 24)
+    lp_c, ci_c, lean_c = pooled._log_post(*args, keep=keep, nodes=nodes, engine="numba")
+    lp_r, ci_r, lean_r = pooled._log_post(*args, keep=keep, nodes=nodes, engine="numpy")
+    assert lp_c.shape == lp_r.shape == lean_c.shape == (9, 24)
     assert np.isfinite(lp_r).all()
     assert _rel(lp_c, lp_r).max() < RTOL
+    assert _rel(lean_c, lean_r).max() < RTOL
     assert _rel(ci_c.log_lik, ci_r.log_lik).max() < RTOL
     if not keep:
         assert ci_c.node_weight is None and ci_c.a is None and ci_c.b is None
@@ -100,8 +103,8 @@ def test_kernel_broadcasts_batch_axes_like_the_reference():
     phi = _phi(rng, prior.start(), prior.sd, 1, 10)[0]  # (P, 4) shared by every row
     for args in ((phi, nn, hh), (phi[None, None], nn, hh), (phi, n[0, None], h[0, None])):
         full = (args[0], prof, lay, args[1], args[2], prior, hp.nugget_sd)
-        lp_c, ci_c = pooled._log_post(*full, keep=True, engine="numba")
-        lp_r, ci_r = pooled._log_post(*full, keep=True, engine="numpy")
+        lp_c, ci_c, _ = pooled._log_post(*full, keep=True, engine="numba")
+        lp_r, ci_r, _ = pooled._log_post(*full, keep=True, engine="numpy")
         assert lp_c.shape == lp_r.shape
         assert ci_c.a.shape == ci_r.a.shape
         assert _rel(lp_c, lp_r).max() < RTOL

@@ -3,8 +3,8 @@ r"""Compiled (numba) kernel of the pooled model's log hyperposterior: one fused 
 :func:`log_post` computes, for every row ``r`` and hyper-node ``p``, exactly what the numpy
 reference path of :func:`bayes_eval.models.pooled._log_post` computes
 (:func:`bayes_eval.models._cells.curve_logit` then :func:`bayes_eval.models._cells.cell_integrals`
-plus the Gaussian hyperprior), with the same formulas in the same order of operations, but
-without ``(R, P, Q, K)`` temporaries:
+and :func:`bayes_eval.models._prior.remainder_lean`), with the same formulas in the same order of
+operations, but without ``(R, P, Q, K)`` temporaries:
 
 1. the effective curve logit :math:`\bar\eta_k` over the stratum's score histogram (one ``exp``
    per histogram cell gives both :math:`\operatorname{expit}(\pm\eta)`; hyper-nodes of a row
@@ -14,7 +14,9 @@ without ``(R, P, Q, K)`` temporaries:
    Gauss--Hermite rule, then the ``Q`` nodes, the residual Betas and the beta-binomial log
    ratios ``log Gamma(x + m) - log Gamma(x)`` (Stirling series for ``x >= 30``, ``lgamma``
    below; a stratum without labels contributes exactly 0 and is skipped);
-3. the log-sum-exp over each cell's nodes, the sum over cells and the hyperprior.
+3. the log-sum-exp over each cell's nodes and the sum over cells (the log likelihood), and the
+   sceptical lean :func:`bayes_eval.models._prior.remainder_lean` from the same
+   :math:`\bar\eta` (the Gaussian part of the hyperprior is added by the caller).
 
 The kernel runs on one thread (rows in order): a ``prange`` over rows gave only 1.15x on a busy
 2-core machine, and numba's threading layers are not fork-safe (``omp``) or not safe under
@@ -104,6 +106,49 @@ def _curve(
 
 
 @njit(cache=True, error_model="numpy")
+def _log_expit(v: float) -> float:  # pragma: no cover - compiled
+    """``log expit(v)`` without overflow (``-logaddexp(0, -v)``)."""
+    if v >= 0.0:
+        return -math.log1p(math.exp(-v))
+    return v - math.log1p(math.exp(v))
+
+
+@njit(cache=True, error_model="numpy")
+def _remainder_lean(
+    ebar: np.ndarray, sizes: np.ndarray, n: np.ndarray, side: np.ndarray
+) -> float:  # pragma: no cover - compiled
+    """``_prior.remainder_lean`` of one hyper-node: ``log expit(m_0) + log expit(-m_1)`` with
+    ``m_s`` the logit of the mean curve rate over side s's unlabelled items (log-sum-exp of
+    ``log r_k + log expit(+-ebar_k)`` per side; a side without unlabelled items adds 0)."""
+    out = 0.0
+    for s in range(2):
+        top_p = -math.inf
+        top_q = -math.inf
+        for k in range(ebar.shape[0]):
+            r = sizes[k] - n[k]
+            if side[k] != s or r <= 0.0:
+                continue
+            lr = math.log(r)
+            top_p = max(top_p, lr + _log_expit(ebar[k]))
+            top_q = max(top_q, lr + _log_expit(-ebar[k]))
+        if top_p == -math.inf and top_q == -math.inf:
+            continue
+        sp = 0.0
+        sq = 0.0
+        for k in range(ebar.shape[0]):
+            r = sizes[k] - n[k]
+            if side[k] != s or r <= 0.0:
+                continue
+            lr = math.log(r)
+            sp += math.exp(lr + _log_expit(ebar[k]) - top_p)
+            sq += math.exp(lr + _log_expit(-ebar[k]) - top_q)
+        la = math.log(sp) + top_p
+        lb = math.log(sq) + top_q
+        out += _log_expit(la - lb) if s == 0 else _log_expit(lb - la)
+    return out
+
+
+@njit(cache=True, error_model="numpy")
 def _row(
     phi: np.ndarray,
     x: np.ndarray,
@@ -114,20 +159,19 @@ def _row(
     sqrt_share: np.ndarray,
     n: np.ndarray,
     h: np.ndarray,
-    pm: np.ndarray,
-    psd: np.ndarray,
+    sizes: np.ndarray,
     nugget: float,
     gh_x: np.ndarray,
     gh_logw: np.ndarray,
     keep: bool,
-    lp_out: np.ndarray,
+    lean_out: np.ndarray,
     ll_out: np.ndarray,
     nw_out: np.ndarray,
     a_out: np.ndarray,
     b_out: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
-    """One row: ``phi`` (P, 4), ``n, h`` (K,); writes ``lp_out, ll_out`` (P,) and, with ``keep``,
-    ``nw_out`` (P, Q, G) and ``a_out, b_out`` (P, Q, K)."""
+    """One row: ``phi`` (P, 4), ``n, h`` (K,); writes ``lean_out, ll_out`` (P,) and, with
+    ``keep``, ``nw_out`` (P, Q, G) and ``a_out, b_out`` (P, Q, K)."""
     npt = phi.shape[0]
     kk = x.shape[0]
     gg = sqrt_share.shape[0]
@@ -158,6 +202,7 @@ def _row(
                 ebar[p, k] = ebar[src, k]
         else:
             _curve(al, be, ga, x, w, side, center, ebar[p])
+        lean_out[p] = _remainder_lean(ebar[p], sizes, n, side)
         tau = math.exp(phi[p, 3])
         for g in range(gg):
             sig = tau / sqrt_share[g]
@@ -239,13 +284,7 @@ def _row(
                     nw_out[p, q, g] = terms[q, g] / tot
         if not math.isfinite(log_lik):
             log_lik = -math.inf
-        prior = 0.0
-        for j in range(phi.shape[1]):
-            z = (phi[p, j] - pm[j]) / psd[j]
-            prior += z * z
-        lp = log_lik - 0.5 * prior
         ll_out[p] = log_lik
-        lp_out[p] = lp if math.isfinite(lp) else -math.inf
 
 
 @njit(cache=True, error_model="numpy")
@@ -259,13 +298,12 @@ def _rows(
     sqrt_share: np.ndarray,
     n: np.ndarray,
     h: np.ndarray,
-    pm: np.ndarray,
-    psd: np.ndarray,
+    sizes: np.ndarray,
     nugget: float,
     gh_x: np.ndarray,
     gh_logw: np.ndarray,
     keep: bool,
-    lp_out: np.ndarray,
+    lean_out: np.ndarray,
     ll_out: np.ndarray,
     nw_out: np.ndarray,
     a_out: np.ndarray,
@@ -284,13 +322,12 @@ def _rows(
             sqrt_share,
             n[r],
             h[r],
-            pm,
-            psd,
+            sizes,
             nugget,
             gh_x,
             gh_logw,
             keep,
-            lp_out[r],
+            lean_out[r],
             ll_out[r],
             nw_out[kr],
             a_out[kr],
@@ -309,18 +346,18 @@ def log_post(
     center: float,
     cell: np.ndarray,
     share: np.ndarray,
-    pm: np.ndarray,
-    psd: np.ndarray,
+    sizes: np.ndarray,
     nugget: float,
     gh_x: np.ndarray,
     gh_logw: np.ndarray,
     keep: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None, np.ndarray | None]:
-    """Log hyperposterior and cell integrals of rows ``phi`` (R, P, 4) with counts ``n, h``
-    (R, K).
+    """Sceptical lean and cell integrals of rows ``phi`` (R, P, 4) with counts ``n, h`` (R, K)
+    in strata of ``sizes`` (K,).
 
-    Returns ``lp`` and ``log_lik`` (R, P) and, with ``keep``, the node weights (R, P, Q, G) and
-    the conditional prior Betas ``a, b`` (R, P, Q, K) (else three ``None``).
+    Returns the lean (:func:`bayes_eval.models._prior.remainder_lean`) and ``log_lik`` (R, P)
+    and, with ``keep``, the node weights (R, P, Q, G) and the conditional prior Betas ``a, b``
+    (R, P, Q, K) (else three ``None``).
     """
     phi = np.ascontiguousarray(phi, dtype=np.float64)
     n = np.ascontiguousarray(n, dtype=np.float64)
@@ -329,7 +366,7 @@ def log_post(
     kk = n.shape[-1]
     gg = share.shape[0]
     qq = gh_x.shape[0]
-    lp = np.empty((rr, npt))
+    lean = np.empty((rr, npt))
     ll = np.empty((rr, npt))
     if keep:
         nw = np.empty((rr, npt, qq, gg))
@@ -349,21 +386,20 @@ def log_post(
         np.sqrt(np.asarray(share, dtype=np.float64)),
         n,
         h,
-        np.ascontiguousarray(pm, dtype=np.float64),
-        np.ascontiguousarray(psd, dtype=np.float64),
+        np.ascontiguousarray(sizes, dtype=np.float64),
         float(nugget),
         np.ascontiguousarray(gh_x, dtype=np.float64),
         np.ascontiguousarray(gh_logw, dtype=np.float64),
         bool(keep),
-        lp,
+        lean,
         ll,
         nw,
         a,
         b,
     )
     if not keep:
-        return lp, ll, None, None, None
-    return lp, ll, nw, a, b
+        return lean, ll, None, None, None
+    return lean, ll, nw, a, b
 
 
 @njit(cache=True, error_model="numpy")

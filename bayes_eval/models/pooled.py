@@ -115,7 +115,7 @@ from ._cells import (
 )
 from ._laplace import importance_nodes, importance_weights, neg_inverse, newton
 from ._linear_form import LinearFormNodes
-from ._prior import Prior, labels_weight, prior_of
+from ._prior import LEAN_POWER, Prior, labels_weight, prior_of, remainder_lean
 from ._profile import ScoreProfile, score_profile_of
 
 __all__ = [
@@ -278,10 +278,6 @@ class PooledFit:
 
 
 # ----------------------------------------------------------------------------- kernel
-#: the kernel's own normal prior is switched off (``_FLAT`` sds); :meth:`Prior.log_density`
-#: is added to its log likelihood
-_FLAT_MEAN = np.zeros(4)
-_FLAT_SD = np.full(4, 1e150)
 
 
 def _layout(profile: ScoreProfile, hp: Hyperpriors) -> CellLayout:
@@ -308,9 +304,11 @@ def _log_post(
     keep: bool = False,
     nodes: int = QUAD_NODES,
     engine: str | None = None,
-) -> tuple[np.ndarray, CellIntegrals]:
+) -> tuple[np.ndarray, CellIntegrals, np.ndarray]:
     """Log hyperposterior (up to a constant) at ``phi`` (..., P, 4); ``n, h`` (..., 1, K).
 
+    Returns it with the cell integrals and the sceptical lean it contains (``LEAN_POWER`` times
+    :func:`~bayes_eval.models._prior.remainder_lean`, 0 for margin priors), each ``(..., P)``.
     ``engine`` (default ``_ENGINE``) picks the compiled kernel or the numpy reference
     (:data:`ENGINES`).
     """
@@ -325,7 +323,7 @@ def _log_post(
         nr = np.broadcast_to(n, (*batch, 1, k)).reshape(-1, k)
         hr = np.broadcast_to(h, (*batch, 1, k)).reshape(-1, k)
         gh_x, gh_logw = gauss_hermite_rule(nodes)
-        _, ll, nw, a, b = _kernels.log_post(
+        lean, ll, nw, a, b = _kernels.log_post(
             ph,
             nr,
             hr,
@@ -335,8 +333,7 @@ def _log_post(
             center=profile.center,
             cell=layout.cell,
             share=layout.share,
-            pm=_FLAT_MEAN,
-            psd=_FLAT_SD,
+            sizes=profile.sizes,
             nugget=nugget,
             gh_x=gh_x,
             gh_logw=gh_logw,
@@ -349,18 +346,17 @@ def _log_post(
             None if a is None else a.reshape(*batch, npt, q, k),
             None if b is None else b.reshape(*batch, npt, q, k),
         )
-        return _add_prior(ci.log_lik, phi, prior), ci
-    if engine != "numpy":
+        lean = lean.reshape(*batch, npt)
+    elif engine == "numpy":
+        ebar = curve_logit(phi, profile.x, profile.weight, side, profile.center)
+        sigma = np.exp(phi[..., 3])[..., None] / np.sqrt(layout.share)
+        ci = cell_integrals(ebar, sigma, n, h, layout, nugget, keep=keep, nodes=nodes)
+        lean = remainder_lean(ebar, profile.sizes - n, profile.predicted)
+    else:
         raise ValueError(f"engine={engine!r} is not allowed; allowed: {', '.join(ENGINES)}")
-    ebar = curve_logit(phi, profile.x, profile.weight, side, profile.center)
-    sigma = np.exp(phi[..., 3])[..., None] / np.sqrt(layout.share)
-    ci = cell_integrals(ebar, sigma, n, h, layout, nugget, keep=keep, nodes=nodes)
-    return _add_prior(ci.log_lik, phi, prior), ci
-
-
-def _add_prior(log_lik: np.ndarray, phi: np.ndarray, prior: Prior) -> np.ndarray:
-    lp = log_lik + prior.log_density(phi)
-    return np.where(np.isfinite(lp), lp, -np.inf)
+    lean = LEAN_POWER * lean if prior.anchored else np.zeros_like(ci.log_lik)
+    lp = ci.log_lik + prior.log_density(phi) + lean
+    return np.where(np.isfinite(lp), lp, -np.inf), ci, lean
 
 
 def _check_counts(profile: ScoreProfile, n: Any, h: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -477,12 +473,12 @@ def fit_pooled(
     x = x.reshape(*batch, _D)
     cov = neg_inverse(hs.reshape(*batch, _D, _D), lam_min)
     phi, log_q = importance_nodes(x, cov)
-    lp, ci = _log_post(phi, profile, layout, nn, hh, prior, hp.nugget_sd, keep=True)
+    lp, ci, lean = _log_post(phi, profile, layout, nn, hh, prior, hp.nugget_sd, keep=True)
     w, ess = importance_weights(lp, log_q)
     m_beta = (w * phi[..., 1]).sum(axis=-1)
     sd_beta = np.sqrt(np.maximum((w * phi[..., 1] ** 2).sum(axis=-1) - m_beta**2, 0.0))
     # the evidence of ranking without the sceptical lean, which pulls the sides together
-    wl = labels_weight(w, phi, prior)
+    wl = labels_weight(w, lean)
     p_pos = (wl * (phi[..., 1] > 0)).sum(axis=-1)
     p_side = (wl * (prior.side_gap(phi) > 0)).sum(axis=-1)
     # no evidence of ranking: neither a rate rising with the score within a side nor a higher
