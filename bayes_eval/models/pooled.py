@@ -49,8 +49,10 @@ side (:math:`\beta = 0`) is as plausible a priori as a calibrated one with the s
 flat truth 2.7 prior sds away and pushed the slope up to bridge the sides: recall lower bounds
 covered 0.775 on flat scores at 2 %). The prior is then made **sceptical of the classifier**: it is
 multiplied by :math:`\operatorname{expit}(\ell_0)\operatorname{expit}(-\ell_1)` for the logits
-:math:`\ell_s` of the sides' mean rates (to first order :math:`\alpha_s - a_s(\beta)` plus the logit
-of the side's mean score; :func:`bayes_eval.models._prior.side_lean`). On the logit scale this lean
+:math:`\ell_s` of the mean curve rates of each side's *unlabelled* items
+(:func:`bayes_eval.models._prior.remainder_lean`: the unknown positives are there; on all of a
+side's items the lean was satisfied by lowering the curve on censused strata, see ``_prior``).
+On the logit scale this lean
 moves the prior of the predicted negatives' (small) rate up by up to :math:`2^2` and the predicted
 positives' rate down: towards more missed positives and more false positives, so the lower bounds of
 precision, recall and F1 stay conservative where the labels cannot measure a side (few positives
@@ -197,8 +199,9 @@ class Hyperpriors:
             a = (
                 f"side intercepts alpha, alpha + gamma ~ N(a_s(beta), {self.alpha_sd:g}^2) with "
                 "a_s(beta) the intercept at which the curve's mean over side s equals the side's "
-                "mean score, times expit(l_0) expit(-l_1) on the logits l_s of the sides' mean "
-                "rates (towards more missed positives and more false positives)"
+                "mean score, times expit(l_0) expit(-l_1) on the logits l_s of the mean curve "
+                "rates of each side's unlabelled items (towards more missed positives and more "
+                "false positives)"
             )
         return (
             f"{a}, beta ~ N({self.beta_mean:g}, {self.beta_sd:g}^2), "
