@@ -421,8 +421,9 @@ def _nuts_fn_draws(prof, layout, n, h, hp, prior, seed, draws=1000, chains=2):
     """NUTS (nutpie) on the same pooled model: the cell deviations sampled, the stratum rates
     integrated out by the beta-binomial; returns joint draws of theta (draws * chains, K).
     The hyperprior is the fit's own (``Prior.log_density``: mean-anchored side intercepts,
-    Catmull-Rom anchors; the sceptical lean on each side's realised rate, ``realised_lean``),
-    written in pytensor as a potential (the lean by the model's own ``side_lean``)."""
+    Catmull-Rom anchors; the sceptical lean on the mean curve rates of each side's unlabelled
+    items, ``remainder_lean``), written in pytensor as a potential (the lean by the model's own
+    ``side_lean``)."""
     import nutpie
     import pymc as pm
     import pytensor.tensor as pt
@@ -456,14 +457,11 @@ def _nuts_fn_draws(prof, layout, n, h, hp, prior, seed, draws=1000, chains=2):
         lp = pm.math.log((prof.weight * pm.math.sigmoid(eta)).sum(axis=-1))
         lq = pm.math.log((prof.weight * pm.math.sigmoid(-eta)).sum(axis=-1))
         rem = (prof.sizes - n).astype(float)
-        side_m = []  # logits of the sides' realised rates (labelled items as labelled)
+        side_m = []
         for s_ in (0.0, 1.0):
-            on = side == s_
-            r = np.where(on, rem, 0.0)
-            hp, hq = float(h[on].sum()), float((n - h)[on].sum())
+            r = np.where(side == s_, rem, 0.0)
             side_m.append(
-                pm.math.log(hp + (r * pm.math.exp(lp)).sum())
-                - pm.math.log(hq + (r * pm.math.exp(lq)).sum())
+                pm.math.log((r * pm.math.exp(lp)).sum()) - pm.math.log((r * pm.math.exp(lq)).sum())
                 if r.sum() > 0
                 else (np.inf if s_ == 0.0 else -np.inf)
             )

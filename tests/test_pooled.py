@@ -522,7 +522,7 @@ def test_ranking_evidence_is_read_without_the_sceptical_lean():
     called flat (with the lean read as evidence, 3-4 % of these 400 were), and uninformative
     scores still are."""
     from bayes_eval.models._cells import curve_logit
-    from bayes_eval.models._prior import LEAN_POWER, labels_weight, prior_of, realised_lean
+    from bayes_eval.models._prior import LEAN_POWER, labels_weight, prior_of, remainder_lean
 
     data = datasets.synthetic(5000, prevalence=0.3, rng=0)
     st = be.stratify(data.population, n_strata=2)
@@ -534,9 +534,7 @@ def test_ranking_evidence_is_read_without_the_sceptical_lean():
     assert fit.informative.all()
     prior = prior_of(prof, fit.hyperpriors)
     ebar = curve_logit(fit.phi, prof.x, prof.weight, prof.predicted.astype(float), prof.center)
-    lean = LEAN_POWER * realised_lean(
-        ebar, n[:, None, :], h[:, None, :], prof.sizes, prof.predicted
-    )
+    lean = LEAN_POWER * remainder_lean(ebar, prof.sizes - n[:, None, :], prof.predicted)
     wl = labels_weight(fit.weight, lean)
     np.testing.assert_allclose(wl.sum(axis=-1), 1.0)
     lean_gap = (fit.weight * (prior.side_gap(fit.phi) > 0)).sum(axis=-1)

@@ -3,7 +3,7 @@ r"""Compiled (numba) kernel of the pooled model's log hyperposterior: one fused 
 :func:`log_post` computes, for every row ``r`` and hyper-node ``p``, exactly what the numpy
 reference path of :func:`bayes_eval.models.pooled._log_post` computes
 (:func:`bayes_eval.models._cells.curve_logit` then :func:`bayes_eval.models._cells.cell_integrals`
-and :func:`bayes_eval.models._prior.realised_lean`), with the same formulas in the same order of
+and :func:`bayes_eval.models._prior.remainder_lean`), with the same formulas in the same order of
 operations, but without ``(R, P, Q, K)`` temporaries:
 
 1. the effective curve logit :math:`\bar\eta_k` over the stratum's score histogram (one ``exp``
@@ -15,7 +15,7 @@ operations, but without ``(R, P, Q, K)`` temporaries:
    ratios ``log Gamma(x + m) - log Gamma(x)`` (Stirling series for ``x >= 30``, ``lgamma``
    below; a stratum without labels contributes exactly 0 and is skipped);
 3. the log-sum-exp over each cell's nodes and the sum over cells (the log likelihood), and the
-   sceptical lean :func:`bayes_eval.models._prior.realised_lean` from the same
+   sceptical lean :func:`bayes_eval.models._prior.remainder_lean` from the same
    :math:`\bar\eta` (the Gaussian part of the hyperprior is added by the caller).
 
 The kernel runs on one thread (rows in order): a ``prange`` over rows gave only 1.15x on a busy
@@ -114,26 +114,19 @@ def _log_expit(v: float) -> float:  # pragma: no cover - compiled
 
 
 @njit(cache=True, error_model="numpy")
-def _realised_lean(
-    ebar: np.ndarray, sizes: np.ndarray, n: np.ndarray, h: np.ndarray, side: np.ndarray
+def _remainder_lean(
+    ebar: np.ndarray, sizes: np.ndarray, n: np.ndarray, side: np.ndarray
 ) -> float:  # pragma: no cover - compiled
-    """``_prior.realised_lean`` of one hyper-node: ``log expit(m_0) + log expit(-m_1)`` with
-    ``m_s`` the logit of side s's realised rate (its labelled positives plus the curve's
-    expected positives among its unlabelled items; log-sum-exp per side). A side without
-    unlabelled items adds 0."""
+    """``_prior.remainder_lean`` of one hyper-node: ``log expit(m_0) + log expit(-m_1)`` with
+    ``m_s`` the logit of the mean curve rate over side s's unlabelled items (log-sum-exp of
+    ``log r_k + log expit(+-ebar_k)`` per side; a side without unlabelled items adds 0)."""
     out = 0.0
     for s in range(2):
         top_p = -math.inf
         top_q = -math.inf
-        hp = 0.0
-        hq = 0.0
         for k in range(ebar.shape[0]):
-            if side[k] != s:
-                continue
-            hp += h[k]
-            hq += n[k] - h[k]
             r = sizes[k] - n[k]
-            if r <= 0.0:
+            if side[k] != s or r <= 0.0:
                 continue
             lr = math.log(r)
             top_p = max(top_p, lr + _log_expit(ebar[k]))
@@ -151,19 +144,8 @@ def _realised_lean(
             sq += math.exp(lr + _log_expit(-ebar[k]) - top_q)
         la = math.log(sp) + top_p
         lb = math.log(sq) + top_q
-        if hp > 0.0:
-            la = _log_add(la, math.log(hp))
-        if hq > 0.0:
-            lb = _log_add(lb, math.log(hq))
         out += _log_expit(la - lb) if s == 0 else _log_expit(lb - la)
     return out
-
-
-@njit(cache=True, error_model="numpy")
-def _log_add(u: float, v: float) -> float:  # pragma: no cover - compiled
-    """``log(exp(u) + exp(v))`` for finite ``v``."""
-    top = max(u, v)
-    return top + math.log(math.exp(u - top) + math.exp(v - top))
 
 
 @njit(cache=True, error_model="numpy")
@@ -220,7 +202,7 @@ def _row(
                 ebar[p, k] = ebar[src, k]
         else:
             _curve(al, be, ga, x, w, side, center, ebar[p])
-        lean_out[p] = _realised_lean(ebar[p], sizes, n, h, side)
+        lean_out[p] = _remainder_lean(ebar[p], sizes, n, side)
         tau = math.exp(phi[p, 3])
         for g in range(gg):
             sig = tau / sqrt_share[g]
@@ -373,7 +355,7 @@ def log_post(
     """Sceptical lean and cell integrals of rows ``phi`` (R, P, 4) with counts ``n, h`` (R, K)
     in strata of ``sizes`` (K,).
 
-    Returns the lean (:func:`bayes_eval.models._prior.realised_lean`) and ``log_lik`` (R, P)
+    Returns the lean (:func:`bayes_eval.models._prior.remainder_lean`) and ``log_lik`` (R, P)
     and, with ``keep``, the node weights (R, P, Q, G) and the conditional prior Betas ``a, b``
     (R, P, Q, K) (else three ``None``).
     """

@@ -5,33 +5,23 @@ the intercept at which the calibration curve's mean over the side's items equals
 score (so the prior of each side's positives does not depend on the slope, the strata or the
 other side; :meth:`Prior.log_density`), and the prior is multiplied by the **sceptical lean**
 :math:`\operatorname{expit}(\ell_0)\,\operatorname{expit}(-\ell_1)` (:func:`side_lean`), where
-:math:`\ell_s` is the logit of side s's **realised** rate: its labelled items as labelled, its
-unlabelled items at the curve's rate (:func:`realised_lean`). It leans towards more missed
-positives on the predicted-negative side and more false positives on the predicted-positive side,
-at any rate, so lower bounds stay conservative where the labels cannot measure a side. For a
-small rate :math:`\log \operatorname{expit}(\ell_0) \approx \log(H_0 + E_0)`, one pseudo-positive
-on the side's positives (found :math:`H_0` plus expected unlabelled :math:`E_0`), so it weakens
-as positives are found.
+:math:`\ell_s` is the logit of the mean curve rate over side s's **unlabelled** items
+(:func:`remainder_lean`): towards more missed positives on the predicted-negative side and more
+false positives on the predicted-positive side, at any rate, so lower bounds stay conservative
+where the labels cannot measure a side.
 
-Why the realised rate (session 10). Sessions 8-9 read the lean on the side's mean *curve* rate over
-all of its items. A curve that is low on labelled strata costs little there (the strata's
-deviations pull their rates back to their labels), so the lean could be satisfied by lowering
-(or, on the negative side, raising) the curve where the labels already decide and leaving the
-unlabelled items alone: on a 0.05 % needle with 100 strata (64 predicted positives in 50 strata
-of 1-2 items) the 95 % precision bound covered 0.662 +- 0.015 at 200 labels, and the real
-``default`` population 0.834 at 1,000. Reading it on the unlabelled items only (tried first in
-session 10) fixed both (1.000, 0.929) but ignored the positives already found, so on needles,
-where few are found, it pushed one whole pseudo-positive into the unlabelled remainder: F1 on
-synthetic needles biased -0.18 / -0.15 at 1,000 labels (``bench_default_needles.py``; sessions
-8-9: -0.06 / -0.07). The realised rate counts labelled items as what they are, so neither
-can happen; measured in ``benchmarks/results/bench_pooled.txt``, session 10.
-(Until session 9 it was :math:`m_s (1 - m_s)` on both sides, a uniform prior on each mean rate,
-which leans towards 1/2: towards *fewer* false positives whenever precision is below 1/2; the
-95 % precision bound covered 0.821 on a real needle with precision 0.007.)
-The lean depends on the labels, so strictly it is part of the posterior, not the prior (a
-sceptical prior on each side's realised rate, evaluated at the curve's expected unlabelled
-positives); it is computed with the log likelihood from the same curve
-(:mod:`bayes_eval.models._kernels`).
+Why the unlabelled items (session 10): the lean is about the positives still unknown, which sit
+in the unlabelled remainder. Evaluated on the mean rate over *all* of a side's items (sessions
+8-9), it was satisfied by lowering the curve on strata labelled to census (whose deviations pull
+their rates back to their labels) and raising it where nothing was labelled: on a 0.05 % needle
+with 100 strata, 64 predicted positives in 50 strata mostly censused at 200 labels, the 95 %
+precision bound covered 0.662 +- 0.015. On the unlabelled items it covers 1.000 there; measured
+on the whole battery in ``benchmarks/results/bench_pooled.txt``. (Until session 9 it was
+:math:`m_s (1 - m_s)` on both sides, a uniform prior on each mean rate, which leans towards 1/2:
+towards *fewer* false positives whenever precision is below 1/2; the 95 % precision bound covered
+0.821 on a real needle with precision 0.007.)
+The lean depends on which items are labelled (the design, not the labels' values), so it is
+computed with the log likelihood from the same curve (:mod:`bayes_eval.models._kernels`).
 The anchors are computed once per profile on a grid of slopes (:data:`ANCHOR_GRID`) and
 interpolated (Catmull-Rom, C1). Measurements and the reasoning: :mod:`bayes_eval.models.pooled`.
 
@@ -58,7 +48,7 @@ __all__ = [
     "Prior",
     "labels_weight",
     "prior_of",
-    "realised_lean",
+    "remainder_lean",
     "side_lean",
 ]
 
@@ -67,7 +57,7 @@ __all__ = [
 ANCHOR_GRID = np.linspace(-8.0, 8.0, 321)
 _ZERO_SLOPE = 160  # ANCHOR_GRID[160] == 0.0
 _ANCHOR_BINS = 512
-#: power of the sceptical lean :func:`realised_lean` (1: the model's; 0 switches it off)
+#: power of the sceptical lean :func:`remainder_lean` (1: the model's; 0 switches it off)
 LEAN_POWER = 1.0
 _ANCHOR_CACHE: dict[tuple[Any, ...], Prior] = {}
 
@@ -135,7 +125,7 @@ def _log_expit(x: np.ndarray) -> np.ndarray:
 
 def labels_weight(weight: np.ndarray, lean: np.ndarray) -> np.ndarray:
     """Importance weights ``weight`` (..., S) of hyper-nodes whose sceptical lean (the log
-    density :func:`realised_lean` times :data:`LEAN_POWER`, 0 for margin priors) is ``lean``
+    density :func:`remainder_lean` times :data:`LEAN_POWER`, 0 for margin priors) is ``lean``
     (..., S), reweighted to the posterior without the lean (normalised): what the labels and
     the anchored normal prior say, for diagnostics that should not read the lean as evidence."""
     with np.errstate(divide="ignore"):
@@ -145,23 +135,18 @@ def labels_weight(weight: np.ndarray, lean: np.ndarray) -> np.ndarray:
     return out / out.sum(axis=-1, keepdims=True)
 
 
-def realised_lean(
-    ebar: np.ndarray, n: np.ndarray, h: np.ndarray, sizes: np.ndarray, side: np.ndarray
-) -> np.ndarray:
+def remainder_lean(ebar: np.ndarray, remainder: np.ndarray, side: np.ndarray) -> np.ndarray:
     """The sceptical lean's log density :func:`side_lean` ``(m_0, m_1)`` where ``m_s`` is the
-    logit of side s's *realised* rate: its labelled items as labelled, its unlabelled items at
-    the curve's rate, ``m_s = log(H_s + sum_k r_k expit(ebar_k)) - log(L_s + sum_k r_k
-    expit(-ebar_k))`` over the strata of the side, ``r_k = N_k - n_k``, ``H_s`` and ``L_s`` the
-    side's labelled positives and negatives. A side without unlabelled items adds 0 (its rate
-    is known).
+    logit of the mean curve rate over side s's unlabelled items:
+    ``m_s = log sum_k r_k expit(ebar_k) - log sum_k r_k expit(-ebar_k)`` over the strata of the
+    side, ``r_k = N_k - n_k``. A side without unlabelled items adds 0.
 
     Parameters
     ----------
     ebar : ndarray, (..., K)
         Effective curve logit of every stratum (:func:`bayes_eval.models._cells.curve_logit`).
-    n, h : ndarray, (..., K)
-        Labels and positives per stratum (broadcast against ``ebar``).
-    sizes : ndarray, (K,)
+    remainder : ndarray, (..., K)
+        Unlabelled items per stratum (broadcast against ``ebar``).
     side : ndarray of bool, (K,)
         Predicted side of every stratum.
 
@@ -169,34 +154,23 @@ def realised_lean(
     --------
     >>> import numpy as np
     >>> side = np.array([False, False, True])
-    >>> lean = realised_lean(
-    ...     np.array([-3.0, 0.0, 1.0]), np.array([0, 10, 0]), np.array([0, 4, 0]),
-    ...     np.array([10, 10, 5]), side,
-    ... )
-    >>> m0 = np.log(4 + 10 / (1 + np.exp(3.0))) - np.log(6 + 10 / (1 + np.exp(-3.0)))
-    >>> bool(np.isclose(lean, side_lean(m0, 1.0)))   # the censused stratum counts as labelled
+    >>> lean = remainder_lean(np.array([-3.0, 0.0, 1.0]), np.array([10.0, 0.0, 5.0]), side)
+    >>> bool(np.isclose(lean, side_lean(-3.0, 1.0)))   # the censused stratum drops out
     True
     """
-    n, h = np.asarray(n, dtype=np.float64), np.asarray(h, dtype=np.float64)
     lp = -np.logaddexp(0.0, -ebar)
     lq = -np.logaddexp(0.0, ebar)
     with np.errstate(divide="ignore"):
-        lr = np.log(np.maximum(sizes - n, 0.0))
-    shape = np.broadcast_shapes(lr.shape, ebar.shape)
-    lr = np.broadcast_to(lr, shape)
-    out = np.zeros(shape[:-1])
+        lr = np.log(np.maximum(remainder, 0.0))
+    lr = np.broadcast_to(lr, np.broadcast_shapes(lr.shape, ebar.shape))
+    out = np.zeros(lr.shape[:-1])
     for s, sign in ((False, 1.0), (True, -1.0)):
         on = side == s
         if not on.any():
             continue
-        with np.errstate(divide="ignore"):
-            known_p = np.log(h[..., on].sum(axis=-1))[..., None]
-            known_q = np.log((n - h)[..., on].sum(axis=-1))[..., None]
-        rem_p = np.logaddexp.reduce(lr[..., on] + lp[..., on], axis=-1)
-        rem_q = np.logaddexp.reduce(lr[..., on] + lq[..., on], axis=-1)
-        empty = ~np.isfinite(rem_p) & ~np.isfinite(rem_q)
-        la = np.logaddexp(rem_p, np.broadcast_to(known_p[..., 0], rem_p.shape))
-        lb = np.logaddexp(rem_q, np.broadcast_to(known_q[..., 0], rem_q.shape))
+        la = np.logaddexp.reduce(lr[..., on] + lp[..., on], axis=-1)
+        lb = np.logaddexp.reduce(lr[..., on] + lq[..., on], axis=-1)
+        empty = ~np.isfinite(la) & ~np.isfinite(lb)
         with np.errstate(invalid="ignore"):
             term = _log_expit(sign * (la - lb))
         out = out + np.where(empty, 0.0, term)

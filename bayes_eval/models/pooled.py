@@ -49,10 +49,9 @@ side (:math:`\beta = 0`) is as plausible a priori as a calibrated one with the s
 flat truth 2.7 prior sds away and pushed the slope up to bridge the sides: recall lower bounds
 covered 0.775 on flat scores at 2 %). The prior is then made **sceptical of the classifier**: it is
 multiplied by :math:`\operatorname{expit}(\ell_0)\operatorname{expit}(-\ell_1)` for the logits
-:math:`\ell_s` of each side's *realised* rate, its labelled items as labelled and its unlabelled
-items at the curve's rate (:func:`bayes_eval.models._prior.realised_lean`; on the curve's rate
-over all of a side's items the lean was satisfied by tilting the curve on labelled strata, see
-``_prior``).
+:math:`\ell_s` of the mean curve rates of each side's *unlabelled* items
+(:func:`bayes_eval.models._prior.remainder_lean`: the unknown positives are there; on all of a
+side's items the lean was satisfied by lowering the curve on censused strata, see ``_prior``).
 On the logit scale this lean
 moves the prior of the predicted negatives' (small) rate up by up to :math:`2^2` and the predicted
 positives' rate down: towards more missed positives and more false positives, so the lower bounds of
@@ -118,7 +117,7 @@ from ._cells import (
 )
 from ._laplace import importance_nodes, importance_weights, neg_inverse, newton
 from ._linear_form import LinearFormNodes
-from ._prior import LEAN_POWER, Prior, labels_weight, prior_of, realised_lean
+from ._prior import LEAN_POWER, Prior, labels_weight, prior_of, remainder_lean
 from ._profile import ScoreProfile, score_profile_of
 
 __all__ = [
@@ -200,9 +199,9 @@ class Hyperpriors:
             a = (
                 f"side intercepts alpha, alpha + gamma ~ N(a_s(beta), {self.alpha_sd:g}^2) with "
                 "a_s(beta) the intercept at which the curve's mean over side s equals the side's "
-                "mean score, times expit(l_0) expit(-l_1) on the logits l_s of each side's "
-                "realised rate (labelled items as labelled, unlabelled at the curve's rate; "
-                "towards more missed positives and more false positives)"
+                "mean score, times expit(l_0) expit(-l_1) on the logits l_s of the mean curve "
+                "rates of each side's unlabelled items (towards more missed positives and more "
+                "false positives)"
             )
         return (
             f"{a}, beta ~ N({self.beta_mean:g}, {self.beta_sd:g}^2), "
@@ -312,7 +311,7 @@ def _log_post(
     """Log hyperposterior (up to a constant) at ``phi`` (..., P, 4); ``n, h`` (..., 1, K).
 
     Returns it with the cell integrals and the sceptical lean it contains (``LEAN_POWER`` times
-    :func:`~bayes_eval.models._prior.realised_lean`, 0 for margin priors), each ``(..., P)``.
+    :func:`~bayes_eval.models._prior.remainder_lean`, 0 for margin priors), each ``(..., P)``.
     ``engine`` (default ``_ENGINE``) picks the compiled kernel or the numpy reference
     (:data:`ENGINES`).
     """
@@ -355,7 +354,7 @@ def _log_post(
         ebar = curve_logit(phi, profile.x, profile.weight, side, profile.center)
         sigma = np.exp(phi[..., 3])[..., None] / np.sqrt(layout.share)
         ci = cell_integrals(ebar, sigma, n, h, layout, nugget, keep=keep, nodes=nodes)
-        lean = realised_lean(ebar, n, h, profile.sizes, profile.predicted)
+        lean = remainder_lean(ebar, profile.sizes - n, profile.predicted)
     else:
         raise ValueError(f"engine={engine!r} is not allowed; allowed: {', '.join(ENGINES)}")
     lean = LEAN_POWER * lean if prior.anchored else np.zeros_like(ci.log_lik)

@@ -545,8 +545,8 @@ def _curve(prob: np.ndarray, schedule: np.ndarray, grid: np.ndarray) -> xr.Datas
 #: pooled fit's faster Newton search and the binomial noise of the audit's draws at every look;
 #: 6: the pooled model's designs are given its allocation rates, ``models.allocation_rate``, and
 #: the boundary's margin is two MC s.e., ``boundary.DEFAULT_Z``, and the pooled prior's lean is
-#: directional, ``models._prior.side_lean``; 7: the lean reads each side's realised rate,
-#: ``models._prior.realised_lean``)
+#: directional, ``models._prior.side_lean``; 7: the lean reads each side's unlabelled items,
+#: ``models._prior.remainder_lean``)
 CALIBRATION_VERSION = 7
 
 
