@@ -8,11 +8,13 @@ same audits with ``model="independent"``. Prints the true F1, the bias and RMSE 
 mean, and how often the 95 % lower bound covers (4 seeds: a sanity check, not a coverage
 estimate; the coverage battery is ``bench_pooled.py``).
 
-Usage: ``uv run python benchmarks/bench_default_needles.py``.
+Usage: ``uv run python benchmarks/bench_default_needles.py [--seeds 4] [--synthetic-only]
+[--pooled-only]``.
 """
 
 from __future__ import annotations
 
+import argparse
 import warnings
 
 import numpy as np
@@ -21,10 +23,11 @@ import bayes_eval as be
 from bayes_eval import datasets
 
 SEEDS = range(4)
+MODELS = ("pooled", "independent")
 
 
 def run(make, label):
-    for model in ("pooled", "independent"):
+    for model in MODELS:
         errs, cover = [], []
         for seed in SEEDS:
             lp = make(seed)
@@ -37,16 +40,29 @@ def run(make, label):
             errs.append(res.posterior.mean("f1") - truth)
             cover.append(res.posterior.lower_bound("f1", 0.95) <= truth)
         e = np.asarray(errs)
+        se = e.std(ddof=1) / np.sqrt(e.size) if e.size > 1 else float("nan")
         print(
-            f"{label:<30}{model:<13}{truth:>7.3f}{e.mean():>+9.3f}{np.sqrt((e**2).mean()):>8.3f}"
-            f"{np.mean(cover):>8.2f}{st.n_strata:>4}",
+            f"{label:<30}{model:<13}{truth:>7.3f}{e.mean():>+9.3f}{se:>8.3f}"
+            f"{np.sqrt((e**2).mean()):>8.3f}{np.mean(cover):>8.2f}{st.n_strata:>4}",
             flush=True,
         )
 
 
 def main() -> None:
-    print(f"{'population':<30}{'model':<13}{'F1':>7}{'bias':>9}{'rmse':>8}{'cov95':>8}{'K':>4}")
-    for name in datasets.NEEDLE_DATASETS:
+    global SEEDS, MODELS
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seeds", type=int, default=4)
+    ap.add_argument("--synthetic-only", action="store_true")
+    ap.add_argument("--pooled-only", action="store_true")
+    args = ap.parse_args()
+    SEEDS = range(args.seeds)
+    MODELS = ("pooled",) if args.pooled_only else MODELS
+    print(f"# {args.seeds} seeds; F1 is the last seed's truth, se the bias's s.e. over seeds")
+    print(
+        f"{'population':<30}{'model':<13}{'F1':>7}{'bias':>9}{'se':>8}{'rmse':>8}{'cov95':>8}"
+        f"{'K':>4}"
+    )
+    for name in () if args.synthetic_only else datasets.NEEDLE_DATASETS:
         run(lambda s, name=name: datasets.needle(name, positives=40, rng=s), f"needle {name}")
     for sep in (4.0, 5.0):
         run(
