@@ -51,7 +51,7 @@ covered 0.775 on flat scores at 2 %). The prior is then made **sceptical of the 
 multiplied by :math:`\operatorname{expit}(\ell_0)\operatorname{expit}(-\ell_1)` for the logits
 :math:`\ell_s` of the mean curve rates of each side's *unlabelled* items
 (:func:`bayes_eval.models._prior.remainder_lean`: the unknown positives are there; on all of a
-side's items the lean was satisfied by lowering the curve on censused strata, see ``_prior``).
+side's items the lean was satisfied by tilting the curve on labelled strata, see ``_prior``).
 On the logit scale this lean
 moves the prior of the predicted negatives' (small) rate up by up to :math:`2^2` and the predicted
 positives' rate down: towards more missed positives and more false positives, so the lower bounds of
