@@ -148,13 +148,19 @@ def test_confidence_of_probabilities_is_probability_of_predicted_class():
 
 
 def test_auto_rule():
-    assert _auto_n_strata(np.zeros(1000)) == 5
-    assert _auto_n_strata(np.zeros(50)) == 2
+    # 10 strata per side, one per five items on a side of fewer than 50, at least 2
     assert _auto_n_strata(np.zeros(10**6)) == 10
-    pop = be.Population(np.random.default_rng(10).random(3000), threshold=0.5)
-    strata = be.stratify(pop, n_strata="auto")
-    # 1500 per side: round(1500^(1/3) / 2) = round(5.7) = 6
-    assert strata.n_strata == 12
+    assert _auto_n_strata(np.zeros(1000)) == 10
+    assert _auto_n_strata(np.zeros(50)) == 10
+    assert _auto_n_strata(np.zeros(29)) == 6
+    assert _auto_n_strata(np.zeros(7)) == 2
+    assert _auto_n_strata(np.zeros(1)) == 2
+    rng = np.random.default_rng(10)
+    scores = np.concatenate([rng.random(3000) * 0.5, 0.5 + 0.5 * rng.random(29)])
+    strata = be.stratify(be.Population(scores, threshold=0.5), n_strata="auto")
+    # a needle-like population: 10 strata below the threshold, 6 on its 29 predicted positives
+    assert (~strata.predicted).sum() == 10 and strata.predicted.sum() == 6
+    assert strata.sizes[strata.predicted].min() >= 4
 
 
 def test_constant_values_give_one_stratum():
