@@ -9,7 +9,8 @@ mean, and how often the 95 % lower bound covers (4 seeds: a sanity check, not a 
 estimate; the coverage battery is ``bench_pooled.py``).
 
 Usage: ``uv run python benchmarks/bench_default_needles.py [--seeds 4] [--synthetic-only]
-[--pooled-only]``.
+[--pooled-only] [--oasis]`` (``--oasis``: OASIS 0.1.3 on the same populations, 64 cumulative-sqrt(F)
+strata, its F1 estimate at the same budget, seeded by the seed).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import argparse
 import warnings
 
 import numpy as np
+from bench_pooled import run_oasis
 
 import bayes_eval as be
 from bayes_eval import datasets
@@ -32,6 +34,11 @@ def run(make, label):
         for seed in SEEDS:
             lp = make(seed)
             st = be.stratify(lp.population, n_strata="auto")
+            if model == "oasis":  # its own 64 cumulative-sqrt(F) strata; a point estimate only
+                errs.append(run_oasis(lp, [seed])[0] - lp.true_metrics()["f1"])
+                cover.append(np.nan)
+                truth = lp.true_metrics()["f1"]
+                continue
             audit = be.Audit(lp.population, strata=st, metric="f1", rng=seed, model=model)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # FewerStrataWarning, UninformativeScoresWarning
@@ -41,9 +48,10 @@ def run(make, label):
             cover.append(res.posterior.lower_bound("f1", 0.95) <= truth)
         e = np.asarray(errs)
         se = e.std(ddof=1) / np.sqrt(e.size) if e.size > 1 else float("nan")
+        k = 64 if model == "oasis" else st.n_strata
         print(
             f"{label:<30}{model:<13}{truth:>7.3f}{e.mean():>+9.3f}{se:>8.3f}"
-            f"{np.sqrt((e**2).mean()):>8.3f}{np.mean(cover):>8.2f}{st.n_strata:>4}",
+            f"{np.sqrt((e**2).mean()):>8.3f}{np.mean(cover):>8.2f}{k:>4}",
             flush=True,
         )
 
@@ -54,9 +62,11 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=4)
     ap.add_argument("--synthetic-only", action="store_true")
     ap.add_argument("--pooled-only", action="store_true")
+    ap.add_argument("--oasis", action="store_true", help="also OASIS (64 cum-sqrt-F strata)")
     args = ap.parse_args()
     SEEDS = range(args.seeds)
     MODELS = ("pooled",) if args.pooled_only else MODELS
+    MODELS = (*MODELS, "oasis") if args.oasis else MODELS
     print(f"# {args.seeds} seeds; F1 is the last seed's truth, se the bias's s.e. over seeds")
     print(
         f"{'population':<30}{'model':<13}{'F1':>7}{'bias':>9}{'se':>8}{'rmse':>8}{'cov95':>8}"

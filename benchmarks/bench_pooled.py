@@ -215,12 +215,12 @@ def _coverage_cells(cov):
     return cells
 
 
-def coverage_battery(reps, quick, part=(0, 1), first=0, rows_only=None):
+def coverage_battery(reps, quick, part=(0, 1), first=0, rows_only=None, per_side=5):
     rows = []
     grid = []
     for prev in (0.0005, 0.02, 0.2):
         for miscal in TRUTHS:
-            grid.append((prev, miscal, 5, (1000,)))
+            grid.append((prev, miscal, per_side, (1000,)))
     for prev in (0.02,):
         for ns in (2, 25, 50):
             grid.append((prev, "none", ns, (200, 2000)))
@@ -241,7 +241,7 @@ def coverage_battery(reps, quick, part=(0, 1), first=0, rows_only=None):
     for prev, miscal, ns, budgets in grid:
         lp = population(prev, miscal)
         t0 = time.perf_counter()
-        seed = zlib.crc32(repr((prev, miscal, ns)).encode())
+        seed = zlib.crc32(repr((prev, miscal, 5 if budgets == (1000,) else ns)).encode())
         res, k, fs = run_audits(lp, ns, budgets, reps, seed=seed)
         for b in budgets:
             cov = res[b][0]
@@ -553,6 +553,10 @@ def main():
         "--rmse-strata", type=int, nargs="+", default=[5, 25], help="RMSE part: strata per side"
     )
     ap.add_argument(
+        "--per-side", type=int, default=5, help="battery rows at 1,000 labels: strata per side"
+    )
+    ap.add_argument("--real-per-side", type=int, default=10, help="real part: strata per side")
+    ap.add_argument(
         "--split", default="0/1", help="i/m: run every m-th battery row from row i (parallel runs)"
     )
     args = ap.parse_args()
@@ -561,11 +565,13 @@ def main():
         speed()
     if "coverage" in args.parts:
         i, m = (int(v) for v in args.split.split("/"))
-        coverage_battery(args.reps, args.quick, (i, m), args.first, args.rows)
+        coverage_battery(args.reps, args.quick, (i, m), args.first, args.rows, args.per_side)
     if "rmse" in args.parts:
         rmse_part(args.rmse_reps, args.pops, args.strata_method, tuple(args.rmse_strata))
     if "real" in args.parts:
-        real_part(args.reps, args.oasis_reps, method=args.strata_method)
+        real_part(
+            args.reps, args.oasis_reps, n_strata=args.real_per_side, method=args.strata_method
+        )
     if "nuts" in args.parts:
         nuts_check()
 
