@@ -236,9 +236,9 @@ def _auto_n_strata(values: np.ndarray) -> int:
     pin the calibration curve's slope -- in 2 strata the association of score and label within
     the side is averaged away, the slope is loose, and the curve spreads phantom missed
     positives over the haystack's strata. On synthetic 0.05 % needles (100,000 items, separation
-    4 and 5) the default audit's F1 bias at 1,000 labels went from -0.205 +- 0.020 and
-    -0.136 +- 0.020 to -0.077 +- 0.023 and -0.087 +- 0.016 (RMSE 0.212 / 0.145 to 0.098 / 0.097;
-    8 seeds), and on the five real needles RMSE 0.005-0.024 to 0.006-0.029 (16 seeds, within
+    4 and 5) the default audit's F1 bias at 1,000 labels went from -0.174 +- 0.018 and
+    -0.141 +- 0.016 to -0.060 +- 0.020 and -0.077 +- 0.012 (RMSE 0.187 / 0.155 to 0.098 / 0.090;
+    16 seeds), and on the five real needles RMSE 0.005-0.024 to 0.006-0.029 (16 seeds, within
     their noise; ``benchmarks/bench_default_needles.py``). The cube-root rule's reason (each
     stratum of a design-based estimator costs an initial sample, Kumar & Raj's ``n_ini``) does not
     hold for the pooled model; with ``model="independent"`` pass fewer strata explicitly.
