@@ -241,6 +241,7 @@ def coverage_battery(reps, quick, part=(0, 1), first=0, rows_only=None, per_side
     for prev, miscal, ns, budgets in grid:
         lp = population(prev, miscal)
         t0 = time.perf_counter()
+        # the 1,000-label rows keep their seed whatever --per-side is (paired comparisons)
         seed = zlib.crc32(repr((prev, miscal, 5 if budgets == (1000,) else ns)).encode())
         res, k, fs = run_audits(lp, ns, budgets, reps, seed=seed)
         for b in budgets:
