@@ -424,12 +424,17 @@ def _nuts_fn_draws(prof, layout, n, h, hp, prior, seed, draws=1000, chains=2):
     The hyperprior is the fit's own (``Prior.log_density``: mean-anchored side intercepts,
     Catmull-Rom anchors; the sceptical lean on the mean curve rates of each side's unlabelled
     items, ``remainder_lean``), written in pytensor as a potential (the lean by the model's own
-    ``side_lean``)."""
+    ``side_lean``, the intercepts' Student-t by its ``intercept_log_density``)."""
     import nutpie
     import pymc as pm
     import pytensor.tensor as pt
 
-    from bayes_eval.models._prior import ANCHOR_GRID, LEAN_POWER, side_lean
+    from bayes_eval.models._prior import (
+        ANCHOR_GRID,
+        LEAN_POWER,
+        intercept_log_density,
+        side_lean,
+    )
 
     side = prof.predicted.astype(float)
     g0, step = float(ANCHOR_GRID[0]), float(ANCHOR_GRID[1] - ANCHOR_GRID[0])
@@ -468,7 +473,8 @@ def _nuts_fn_draws(prof, layout, n, h, hp, prior, seed, draws=1000, chains=2):
             )
         pm.Potential(
             "hyperprior",
-            -0.5 * (((al - a0) / sa) ** 2 + ((al + ga - a1) / sa) ** 2)
+            intercept_log_density(al - a0, sa, prior.df, pt.log1p)
+            + intercept_log_density(al + ga - a1, sa, prior.df, pt.log1p)
             - 0.5 * (((be_ - prior.mean[1]) / sb) ** 2 + ((lt - prior.mean[3]) / st) ** 2)
             + LEAN_POWER * side_lean(side_m[0], side_m[1], log_expit),
         )

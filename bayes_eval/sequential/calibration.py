@@ -546,8 +546,9 @@ def _curve(prob: np.ndarray, schedule: np.ndarray, grid: np.ndarray) -> xr.Datas
 #: 6: the pooled model's designs are given its allocation rates, ``models.allocation_rate``, and
 #: the boundary's margin is two MC s.e., ``boundary.DEFAULT_Z``, and the pooled prior's lean is
 #: directional, ``models._prior.side_lean``; 7: the lean reads each side's unlabelled items,
-#: ``models._prior.remainder_lean``)
-CALIBRATION_VERSION = 7
+#: ``models._prior.remainder_lean``; 8: the side intercepts' Student-t tails,
+#: ``models._prior.intercept_log_density``)
+CALIBRATION_VERSION = 8
 
 
 def calibration_key(**parts: Any) -> str:
