@@ -473,7 +473,7 @@ def _nuts_fn_draws(prof, layout, n, h, hp, prior, seed, draws=1000, chains=2):
             )
         pm.Potential(
             "hyperprior",
-            intercept_log_density(al - a0, sa, prior.df, pt.log1p)
+            intercept_log_density(al - a0, sa, prior.df, pt.log1p, upper=False, where=pt.switch)
             + intercept_log_density(al + ga - a1, sa, prior.df, pt.log1p)
             - 0.5 * (((be_ - prior.mean[1]) / sb) ** 2 + ((lt - prior.mean[3]) / st) ** 2)
             + LEAN_POWER * side_lean(side_m[0], side_m[1], log_expit),

@@ -41,10 +41,11 @@ could select.
 
 Hyperpriors (:class:`Hyperpriors`, defaults shown). For probability scores the two side
 intercepts are **mean-anchored**: with :math:`a_s(\beta)` the intercept at which the curve's mean
-over side s's items equals the side's mean score, :math:`\alpha - a_0(\beta)` and
-:math:`\alpha + \gamma - a_1(\beta)` are Student-t with 1 degree of freedom whose curvature at 0
-is that of :math:`N(0, 2^2)` (scale :math:`2\sqrt 2`;
-:func:`bayes_eval.models._prior.intercept_log_density`). So the prior of each side's positives
+over side s's items equals the side's mean score, :math:`\alpha + \gamma - a_1(\beta)` is
+Student-t with 1 degree of freedom whose curvature at 0 is that of :math:`N(0, 2^2)` (scale
+:math:`2\sqrt 2`), and :math:`\alpha - a_0(\beta)` the same below 0 and :math:`N(0, 2^2)` above
+(:func:`bayes_eval.models._prior.intercept_log_density`: above the predicted negatives' anchor the
+sceptical lean below pushes up harder than a t resists). So the prior of each side's positives
 (FN, TP) does not depend on the slope, the strata or the other side, and a score that is flat
 within each side (:math:`\beta = 0`) is as plausible a priori as a calibrated one with the same
 side means (the earlier anchor at the population median covariate with
@@ -159,7 +160,8 @@ class Hyperpriors:
         ``margin_alpha_sd`` around 0).
     alpha_df : float > 0
         Degrees of freedom of that Student-t (1: Cauchy; large: nearly normal); heavy tails
-        let the labels overrule scores that are wrong by orders of magnitude
+        let the labels overrule scores that are wrong by orders of magnitude. The predicted
+        negatives' intercept is normal above its anchor
         (:func:`bayes_eval.models._prior.intercept_log_density`).
     beta_mean, beta_sd : float, float > 0
         Normal prior of the slope on the covariate.
@@ -210,8 +212,10 @@ class Hyperpriors:
             a = f"alpha ~ N(0, {self.margin_alpha_sd:g}^2), gamma ~ N(0, {self.gamma_sd:g}^2)"
         else:
             a = (
-                f"side intercepts alpha, alpha + gamma ~ t_{self.alpha_df:g}(a_s(beta), "
-                f"{self.alpha_sd:g}) with "
+                f"side intercepts alpha + gamma ~ t_{self.alpha_df:g}(a_1(beta)) and alpha ~ "
+                f"t_{self.alpha_df:g}(a_0(beta)) below a_0, N(a_0(beta), {self.alpha_sd:g}^2) "
+                "above (each t with the curvature of N(0, "
+                f"{self.alpha_sd:g}^2) at its centre), with "
                 "a_s(beta) the intercept at which the curve's mean over side s equals the side's "
                 "mean score, times expit(l_0) expit(-l_1) on the logits l_s of the mean curve "
                 "rates of each side's unlabelled items (towards more missed positives and more "
