@@ -165,8 +165,10 @@ def test_auto_strata_pin_the_pooled_curve_on_a_strong_needle():
     """The default audit (``n_strata="auto"``, the pooled model, 1,000 labels) on synthetic
     0.05 % needles with a strong classifier (separation 5, F1 ~0.87): ``"auto"`` gives the 25-60
     predicted positives one stratum per five items, whose labels pin the curve's slope. Mean F1
-    error over 8 seeded audits: -0.088 (per-audit sd ~0.045, so s.e. ~0.016); with the cube-root
-    rule of sessions 1-10 (2 strata on that side) -0.136, and 7 of the 8 audits were worse; the
+    error over 8 seeded audits: -0.091 (session 12's anchor; -0.088 with session 11's normal one,
+    -0.117 with a t on both sides' intercepts; per-audit sd ~0.045, so s.e. ~0.016); with the
+    cube-root rule of sessions 1-10 (2 strata on that side) -0.136, and 7 of the 8 audits were
+    worse; the
     bound -0.11 sits about 1.5 s.e. from each (``bench_default_needles.py``: -0.077 +- 0.012
     against -0.141 +- 0.016 over 16 seeds)."""
     from bayes_eval import datasets
