@@ -21,7 +21,8 @@ lower bounds of precision, recall and F1 (``*`` outside [0.93, 0.98]; MC s.e.
 independent model (Jeffreys, same design) at the largest budget. With ``--oasis N`` the needles
 also get OASIS's F1 RMSE (64 cumulative-sqrt(F) strata, N seeds) and the ratio.
 
-Usage: ``uv run python benchmarks/bench_heldout.py [--reps 200] [--oasis 16] [--only NAME ...]``.
+Usage: ``uv run python benchmarks/bench_heldout.py [--reps 200] [--oasis 16] [--only NAME ...]``;
+``--diagnose NAME ...`` prints, instead, where the posterior is wrong stratum by stratum.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from bayes_eval import Population
 from bayes_eval.datasets import LabelledPopulation, _f1_threshold, _logistic_irls
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_pooled import _coverage_cells, _rmse, run_audits, run_oasis
+from bench_pooled import _coverage_cells, _rmse, metrics_of, run_audits, run_oasis
 
 TRAIN_FRACTION = 0.3
 NEEDLE_POSITIVES = 40
@@ -204,14 +205,74 @@ def needle(base: LabelledPopulation, seed: int = 0) -> LabelledPopulation:
     return LabelledPopulation(f"needle {base.name}", "needle of " + base.description, pop, y)
 
 
+def diagnose(lp: LabelledPopulation, budget: int, reps: int) -> None:
+    """Print where the default audit's posterior is wrong on ``lp`` at ``budget`` labels.
+
+    Per stratum: its side, size, mean score, true rate, mean labels and the posterior mean rate
+    of its unlabelled items (averaged over the replications); then each metric's bias, mean
+    posterior sd, the spread of the posterior means and the coverage of the 95 % lower bound.
+    """
+    def show(done, strata, n, h, pos):
+        sizes = strata.sizes.astype(np.int64)
+        pred = np.asarray(strata.predicted, dtype=bool)
+        truth = np.asarray(lp.truth, dtype=bool)
+        scores = np.asarray(lp.population.scores, dtype=np.float64)
+        a = np.asarray(strata.assignment)
+        k = sizes.size
+        positives = np.bincount(a, weights=truth, minlength=k)
+        score_mean = np.bincount(a, weights=scores, minlength=k) / sizes
+        rate = (pos.mean(axis=1) - h) / np.maximum(sizes - n, 1)
+        print(f"# {lp.name}: {reps} audits at {done} labels, {k} strata")
+        print(f"{'k':>3}{'side':>5}{'N_k':>8}{'score':>8}{'true':>8}{'labels':>8}{'posterior':>10}")
+        for j in range(k):
+            print(
+                f"{j:>3}{int(pred[j]):>5}{sizes[j]:>8}{score_mean[j]:>8.4f}"
+                f"{positives[j] / sizes[j]:>8.4f}{n[:, j].mean():>8.1f}{rate[:, j].mean():>10.4f}"
+            )
+        true_m = metrics_of(positives, sizes.astype(float), pred)
+        draws = metrics_of(pos.astype(float), sizes.astype(float), pred)
+        for m in ("precision", "recall", "f1"):
+            d = draws[m]
+            mean, sd = np.nanmean(d, axis=1), np.nanstd(d, axis=1)
+            cover = np.nanquantile(d, 0.05, axis=1) <= true_m[m]
+            print(
+                f"{m:<10} truth {true_m[m]:.4f}  bias {np.nanmean(mean) - true_m[m]:+.4f}  "
+                f"posterior sd {np.nanmean(sd):.4f}  sd of the means {np.nanstd(mean):.4f}  "
+                f"lower-bound coverage {cover.mean():.3f}"
+            )
+
+    run_audits(
+        lp,
+        "auto",
+        (budget,),
+        reps,
+        seed=zlib.crc32(lp.name.encode()),
+        batch=100,
+        draws=4000,
+        inspect=show,
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=200)
     ap.add_argument("--oasis", type=int, default=0, help="OASIS seeds on the needles (0: none)")
     ap.add_argument("--only", nargs="*", default=None)
     ap.add_argument("--budgets", type=int, nargs="+", default=[300, 1000])
+    ap.add_argument(
+        "--diagnose",
+        nargs="+",
+        default=None,
+        help="print per-stratum rates and metric errors of these populations instead "
+        "(e.g. chem97 'needle insteval') at the largest budget",
+    )
     args = ap.parse_args()
     budgets = tuple(args.budgets)
+    if args.diagnose:
+        for name in args.diagnose:
+            base = build(name.removeprefix("needle "))
+            diagnose(needle(base) if name.startswith("needle ") else base, max(budgets), args.reps)
+        return
     print(
         f"# held-out populations: the default audit (n_strata='auto', pooled, posterior_variance,"
         f" batches of 100), {args.reps} replications; independent model at {max(budgets)} labels"

@@ -124,8 +124,13 @@ def run_audits(
     draws=2000,
     hyperpriors=None,
     method="equal_size",
+    inspect=None,
 ):
-    """Lock-step audits; returns per budget: coverage flags (R, 3), F1 estimates (R,), truth."""
+    """Lock-step audits; returns per budget: coverage flags (R, 3), F1 estimates (R,), truth.
+
+    ``inspect(budget, strata, n, h, positives_draws)``, if given, is called at every budget with
+    the labels ``(R, K)`` and the posterior draws of every stratum's positives ``(R, D, K)``.
+    """
     strata = be.stratify(lp.population, method=method, n_strata=n_strata)
     prof = profile_of_strata(strata)
     sizes = strata.sizes.astype(np.int64)
@@ -164,6 +169,8 @@ def run_audits(
             pos = gen.binomial((sizes - n)[:, None, :], th) + h[:, None, :]
             f1 = metrics_of(pos.astype(float), sizes.astype(float), pred)["f1"]
             out[done] = (cov, np.nanmean(f1, axis=1), true_m)
+            if inspect is not None:
+                inspect(done, strata, n, h, pos)
         if done >= max(budgets):
             break
         # the design's Betas: the pooled model's allocation Betas (bayes_eval.models.design_prior)
