@@ -212,6 +212,7 @@ def diagnose(lp: LabelledPopulation, budget: int, reps: int) -> None:
     of its unlabelled items (averaged over the replications); then each metric's bias, mean
     posterior sd, the spread of the posterior means and the coverage of the 95 % lower bound.
     """
+
     def show(done, strata, n, h, pos):
         sizes = strata.sizes.astype(np.int64)
         pred = np.asarray(strata.predicted, dtype=bool)

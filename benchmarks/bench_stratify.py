@@ -7,7 +7,7 @@ for uniform scores and two skewed ones (beta(0.5, 5): most mass near 0, so a few
 are crowded; beta(0.5, 2)). The machine may be shared: the load average is printed before and
 after, and CPU time is less sensitive to other processes than wall time.
 Target (issue 2): <= 2 s and faster than the sort (the O(N) histogram path of
-:func:`bayes_eval.strata._fast_score_strata` needs a few passes over the scores).
+:func:`bayes_eval._score_histogram.histogram_strata` needs a few passes over the scores).
 
 Usage::
 

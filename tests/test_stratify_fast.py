@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import bayes_eval as be
 from bayes_eval import strata as strata_mod
+from bayes_eval._score_histogram import FAST_BINS, bin_keys
 
 KINDS = ("uniform", "ties", "huge", "margins", "concentrated", "all_equal_side", "overflow")
 
@@ -218,6 +219,6 @@ def test_bin_keys_monotone_and_in_range():
         )
         x = x[(x >= lo) & (x <= hi)]
         span = float(x[-1]) - float(x[0])
-        keys = strata_mod._bin_keys(x, float(x[0]), (strata_mod.FAST_BINS - 1) / span)
+        keys = bin_keys(x, float(x[0]), (FAST_BINS - 1) / span)
         assert (np.diff(keys) >= 0).all()
-        assert keys[0] == 0 and keys[-1] == strata_mod.FAST_BINS - 1
+        assert keys[0] == 0 and keys[-1] == FAST_BINS - 1

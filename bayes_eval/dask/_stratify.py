@@ -24,8 +24,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._score_histogram import index_dtype
 from .._stratifiers import STRATIFIERS, equal_size_from_counts
-from ..strata import FewerStrataWarning, _auto_n_strata, _index_dtype
+from ..strata import FewerStrataWarning, _auto_n_strata
 from ._dataset import PieceSet, Scan
 from ._pieces import Columns, Piece, as_bool_predictions, read_piece
 
@@ -250,7 +251,7 @@ def assign_frame(piece: Piece, fs: Any, cols: Columns, plan: dict) -> pd.Series:
     """Stratum of every item of a piece (a partition of the lazy assignment)."""
     d = read_piece(piece, fs, cols, ("score", "pred"))
     st = assign(d["score"], as_bool_predictions(d["pred"]), plan)
-    dtype = _index_dtype(plan["n_strata"])
+    dtype = index_dtype(plan["n_strata"])
     return pd.Series(
         st.astype(dtype),
         name="stratum",

@@ -26,9 +26,10 @@ import xarray as xr
 
 from .._protocols import PopulationLike, strata_repr
 from .._sampler import _check_seed, item_keys
+from .._score_histogram import index_dtype
 from .._validation import check_positive_int
 from ..models._profile import ScoreProfile, _check_bins, _check_kind, _check_max_cells
-from ..strata import Strata, _index_dtype
+from ..strata import Strata
 from ._dataset import PieceSet
 from ._pieces import Columns, Piece, as_bool_predictions, read_piece
 from ._profile import profile_pieces
@@ -94,7 +95,7 @@ class DaskStrata:
         self.score_mean = np.asarray(layout.score_mean, dtype=np.float64)
         for arr in (self.predicted, self.sizes, self.score_min, self.score_max, self.score_mean):
             arr.flags.writeable = False
-        meta = pd.Series([], dtype=_index_dtype(self.n_strata), name="stratum")
+        meta = pd.Series([], dtype=index_dtype(self.n_strata), name="stratum")
         self.assignment = pieces.from_map(assign_frame, meta, self.plan)
         self._profiles: dict[tuple, ScoreProfile] = {}
 
