@@ -524,9 +524,9 @@ def nuts_check(seed=5):
     ]
     for label, prev, mis, ns, per in cases:
         if prev is None:
-            import bench_heldout  # its populations; imported here (it imports this module)
+            from heldout_populations import build, needle
 
-            lp = bench_heldout.needle(bench_heldout.build(mis))
+            lp = needle(build(mis))
         else:
             lp = population(prev, mis)
         strata = be.stratify(lp.population, method="equal_size", n_strata=ns)

