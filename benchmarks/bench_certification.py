@@ -19,7 +19,13 @@ The evaluation uses the calibration's simulator (same engine and model; for ``po
 model of :mod:`bayes_eval.sequential._paths`), with a different seed. Cells are run in order of
 importance (the demo setting first) until ``--deadline`` seconds; cells not run are listed.
 
-Usage: ``uv run python benchmarks/bench_certification.py [--cal-sims 2000] [--eval-sims 4000]``.
+With ``--holdout`` the calibrated boundary is also run on fresh audits of truths **outside** the
+family (:func:`holdout_truths`: over-confident ends, a bump or dip in one stratum, flat on one side
+only, six seeded random profiles), which no calibration saw: the family is a finite set, and this
+measures what its worst case is worth at truths it does not contain.
+
+Usage: ``uv run python benchmarks/bench_certification.py [--cal-sims 2000] [--eval-sims 4000]
+[--holdout]``.
 """
 
 from __future__ import annotations
@@ -35,9 +41,10 @@ import bayes_eval as be
 from bayes_eval._loop import BatchPlan
 from bayes_eval.designs import make_design
 from bayes_eval.priors import Prior
+from bayes_eval.sequential._linear import least_favourable_truth
 from bayes_eval.sequential._paths import simulate_paths
 from bayes_eval.sequential.boundary import labels_used
-from bayes_eval.sequential.robust import calibrate_worst_case
+from bayes_eval.sequential.robust import _score_rates, calibrate_worst_case
 
 TARGET = 0.65
 LEVEL = 0.95
@@ -58,7 +65,57 @@ def _cells(models):
     return first + rest
 
 
-def run_cell(st, model, design, metric, looks, cal_sims, eval_sims, seed, draws=None):
+#: held-out truths: score-rate profiles that are *not* in the calibration's family
+#: (:data:`bayes_eval.sequential.truths.PROFILES`), each moved to the target the same way
+HOLDOUT_RANDOM = 6
+
+
+def holdout_truths(st, metric, seed=20261124):
+    """Truths at the target outside the family (``--holdout``): (name, positives) pairs.
+
+    ``ends``: scores over-confident beyond |logit| 1 (slope 1/3 there; an over-fitted booster);
+    ``bump_neg`` / ``dip_pos``: the middle stratum of the predicted negatives 2.5 logits above
+    the scores, of the predicted positives 2.5 below; ``flat_neg`` / ``flat_pos``: one rate on
+    that side only, scores on the other; ``random_i``: ``a + b x`` plus a random walk over each
+    side's strata (a ~ N(0, 1), b ~ U(0.3, 2.5), steps N(0, 0.8^2)), seeded.
+    """
+    from scipy import special
+
+    sizes = np.asarray(st.sizes, dtype=np.int64)
+    pred = np.asarray(st.predicted, dtype=bool)
+    prior = Prior.resolve("jeffreys", sizes.size)
+    x = special.logit(np.clip(_score_rates(st, None, prior.a, prior.b), 1e-6, 1 - 1e-6))
+    profiles = {}
+    ax = np.abs(x)
+    profiles["ends"] = np.where(ax > 1, np.sign(x) * (1 + (ax - 1) / 3), x)
+    for name, side, shift in (("bump_neg", ~pred, 2.5), ("dip_pos", pred, -2.5)):
+        idx = np.flatnonzero(side)
+        out = x.copy()
+        out[idx[idx.size // 2]] += shift
+        profiles[name] = out
+    for name, side in (("flat_neg", ~pred), ("flat_pos", pred)):
+        out = x.copy()
+        r = special.expit(x[side])
+        out[side] = special.logit(np.average(r, weights=sizes[side]))
+        profiles[name] = out
+    gen = np.random.default_rng(seed)
+    for i in range(HOLDOUT_RANDOM):
+        a, b = gen.normal(0, 1), gen.uniform(0.3, 2.5)
+        walk = np.empty_like(x)
+        for side in (~pred, pred):
+            idx = np.flatnonzero(side)
+            walk[idx] = np.cumsum(gen.normal(0, 0.8, idx.size))
+        profiles[f"random_{i + 1}"] = a + b * x + walk
+    out = []
+    for name, logits in profiles.items():
+        p = least_favourable_truth(sizes, pred, special.expit(logits), metric=metric, value=TARGET)
+        out.append((name, p))
+    return out
+
+
+def run_cell(
+    st, model, design, metric, looks, cal_sims, eval_sims, seed, draws=None, holdout=False
+):
     sched = None if looks == "every" else be.sequential.geometric_looks(BATCH, BUDGET)
     t0 = time.perf_counter()
     cal = calibrate_worst_case(
@@ -91,6 +148,9 @@ def run_cell(st, model, design, metric, looks, cal_sims, eval_sims, seed, draws=
     )
     prior = Prior.resolve("jeffreys", sizes.size)
     pos = np.stack([t.positives for t in cal.truths])
+    held = holdout_truths(st, metric) if holdout else []
+    if held:
+        pos = np.concatenate([pos, np.stack([p for _, p in held])])
     if cal.margin_positives is not None:
         pos = np.concatenate([pos, cal.margin_positives[None, :]])
     prob = simulate_paths(
@@ -112,14 +172,24 @@ def run_cell(st, model, design, metric, looks, cal_sims, eval_sims, seed, draws=
         draws=draws,
     )
     n_t = len(cal.truths)
+    n_h = len(held)
     fam = prob[:n_t]
-    # an unattainable boundary never accepts (the rule refuses even P = 1)
-    rates = (fam >= b.nominal).any(axis=-1).mean(axis=1) * float(b.attainable)
-    se = np.sqrt(np.maximum(rates * (1 - rates), 1.0 / eval_sims) / eval_sims)
+
+    def accept_rates(paths):
+        # an unattainable boundary never accepts (the rule refuses even P = 1)
+        r = (paths >= b.nominal).any(axis=-1).mean(axis=1) * float(b.attainable)
+        return r, np.sqrt(np.maximum(r * (1 - r), 1.0 / eval_sims) / eval_sims)
+
+    rates, se = accept_rates(fam)
+    h_rates, h_se = accept_rates(prob[n_t : n_t + n_h])
     out = {
         "truths": [t.name for t in cal.truths],
         "rates": rates,
         "se": se,
+        "holdout": [name for name, _ in held],
+        "holdout_rates": h_rates,
+        "holdout_se": h_se,
+        "holdout_naive": (prob[n_t : n_t + n_h] >= LEVEL).any(axis=-1).mean(axis=1),
         "cal_s": cal_s,
         "shape": b.shape,
         "first": b.nominal[0],
@@ -127,8 +197,8 @@ def run_cell(st, model, design, metric, looks, cal_sims, eval_sims, seed, draws=
         "attainable": b.attainable,
         "naive_worst": float((fam >= LEVEL).any(axis=-1).mean(axis=1).max()),
     }
-    if prob.shape[0] > n_t:
-        good = prob[n_t]
+    if prob.shape[0] > n_t + n_h:
+        good = prob[n_t + n_h]
         lab = labels_used(good, plan.looks, b.nominal).astype(float)
         naive = labels_used(good, plan.looks, np.full(plan.looks.shape, LEVEL)).astype(float)
         out["labels"] = (lab.mean(), lab.std(ddof=1) / np.sqrt(lab.size))
@@ -156,6 +226,12 @@ def main() -> None:
         default=40_000,
         help="posterior draws per look of the audit (their noise is simulated; 0: exact P)",
     )
+    ap.add_argument(
+        "--holdout",
+        action="store_true",
+        help="also evaluate the calibrated boundary at truths outside the family "
+        "(holdout_truths), with the same fresh audits per truth",
+    )
     args = ap.parse_args()
     t_start = time.perf_counter()
     lp = be.datasets.demo_population()
@@ -178,6 +254,7 @@ def main() -> None:
     models = tuple(args.models.split(","))
     skipped = []
     misses = 0
+    holdout_misses = 0
     ratios = []
     for cell in _cells(models):
         model, design, metric, looks = cell
@@ -198,7 +275,16 @@ def main() -> None:
         es = args.pooled_eval_sims if pooled else (args.eval_sims if demo else args.other_eval_sims)
         try:
             r = run_cell(
-                st, model, design, metric, looks, cs, es, seed=11, draws=args.draws or None
+                st,
+                model,
+                design,
+                metric,
+                looks,
+                cs,
+                es,
+                seed=11,
+                draws=args.draws or None,
+                holdout=args.holdout,
             )
         except ValueError as exc:
             print(f"\n## {model} / {design} / {metric} / {looks}: not run ({exc})")
@@ -215,6 +301,15 @@ def main() -> None:
             misses += miss
             line.append(f"{name} {p:.4f}±{s:.4f}{' MISS' if miss else ''}")
         print("  false accepts (fresh, " + str(es) + " per truth): " + "; ".join(line))
+        if r["holdout"]:
+            line = []
+            for name, p, s, nv in zip(
+                r["holdout"], r["holdout_rates"], r["holdout_se"], r["holdout_naive"], strict=True
+            ):
+                miss = p > alpha + 2 * s
+                holdout_misses += miss
+                line.append(f"{name} {p:.4f}±{s:.4f}{' MISS' if miss else ''} (naive {nv:.3f})")
+            print("  held-out truths (not in the family): " + "; ".join(line))
         if "labels" in r:
             (m, ms), (n, ns) = r["labels"], r["naive"]
             ratio = m / n
@@ -226,6 +321,8 @@ def main() -> None:
             )
         sys.stdout.flush()
     print(f"\ncells with a miss at some truth: {misses} truth-cells")
+    if args.holdout:
+        print(f"held-out truths above alpha + 2 s.e.: {holdout_misses} truth-cells")
     if ratios:
         print(
             "labels ratio (every-batch looks): "
