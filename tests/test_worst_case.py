@@ -216,6 +216,9 @@ def test_correction_for_pooled_model_discloses_worst_truth(tmp_path):
     d = cert.to_dict()
     text = json.dumps(d, allow_nan=False)
     assert w.name in d["correction"]["worst-case truth"] and "false-accept" in text
+    # the scope of the guarantee is disclosed: the family's truths by name, and the alternative
+    scope = d["correction"]["scope"]
+    assert all(t.name in scope for t in corr.truths) and "compare_anytime" in scope
     assert cert.level_used == corr.level_at(int(post.n_labels))
     with pytest.raises(ValueError, match="same claim"):
         be.certify(post, metric="precision", target=0.6, level=0.8, calibration=corr)

@@ -199,6 +199,13 @@ class Correction:
                 f"{w.rate:.4f} ± {w.mcse:.4f} (MC s.e., {w.n_sims} simulated audits; "
                 f"allowed {1 - self.level:.3g})"
             )
+            rows["scope"] = (
+                f"held at each of the {len(self.truths)} truths of the family ("
+                + ", ".join(t.name for t in self.truths)
+                + "; bayes_eval.sequential.truth_family); a population unlike all of them is not "
+                "covered by this calibration. The anytime-valid betting confidence sequence "
+                "(bayes_eval.sequential.compare_anytime) holds at every population"
+            )
         if not self.attainable:
             rows["warning"] = (
                 f"no nominal level holds {1 - self.level:.3g} at every truth; the rule never "
