@@ -202,9 +202,9 @@ class Correction:
             rows["scope"] = (
                 f"held at each of the {len(self.truths)} truths of the family ("
                 + ", ".join(t.name for t in self.truths)
-                + "; bayes_eval.sequential.truth_family); a population unlike all of them is not "
-                "covered by this calibration. The anytime-valid betting confidence sequence "
-                "(bayes_eval.sequential.compare_anytime) holds at every population"
+                + "; see truth_family); a population unlike all of them is not covered by "
+                "this calibration. The anytime-valid betting confidence sequence "
+                "(compare_anytime) holds at every population"
             )
         if not self.attainable:
             rows["warning"] = (
