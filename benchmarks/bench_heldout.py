@@ -106,6 +106,11 @@ def main() -> None:
     )
     args = ap.parse_args()
     budgets = tuple(args.budgets)
+    for name in (args.diagnose or []) + (args.only or []):
+        if name.removeprefix("needle ") not in SOURCES:
+            ap.error(
+                f"population {name!r} is unknown; allowed: {', '.join(SOURCES)} (or 'needle NAME')"
+            )
     if args.diagnose:
         for name in args.diagnose:
             base = build(name.removeprefix("needle "))
