@@ -74,9 +74,14 @@ def holdout_truths(st, metric, seed=20261124):
     """Truths at the target outside the family (``--holdout``): (name, positives) pairs.
 
     ``ends``: scores over-confident beyond |logit| 1 (slope 1/3 there; an over-fitted booster);
-    ``bump_neg`` / ``dip_pos``: the middle stratum of the predicted negatives 2.5 logits above
-    the scores, of the predicted positives 2.5 below; ``flat_neg`` / ``flat_pos``: one rate on
-    that side only, scores on the other; ``random_i``: ``a + b x`` plus a random walk over each
+    ``dip_pos``: the middle stratum of the predicted positives 2.5 logits below the scores;
+    ``flat_pos``: one rate on the predicted positives only, scores on the negatives. Since
+    calibration version 9 the family holds ``bump_neg`` (+2.5 at the middle fifth of the
+    predicted negatives) and ``flat_neg``, which were held out before; their held-out successors
+    move the bump: ``bump_neg_low`` (+2 at the stratum a quarter up the predicted negatives),
+    ``bump_neg_high`` (+3.5 three quarters up), ``bump_neg_wide`` (+1.5 on the two strata a
+    quarter and half up), and ``flat_neg_shifted`` (flat predicted negatives with the predicted
+    positives' scores 1.5 logits up). ``random_i``: ``a + b x`` plus a random walk over each
     side's strata (a ~ N(0, 1), b ~ U(0.3, 2.5), steps N(0, 0.8^2)), seeded.
     """
     from scipy import special
@@ -88,16 +93,25 @@ def holdout_truths(st, metric, seed=20261124):
     profiles = {}
     ax = np.abs(x)
     profiles["ends"] = np.where(ax > 1, np.sign(x) * (1 + (ax - 1) / 3), x)
-    for name, side, shift in (("bump_neg", ~pred, 2.5), ("dip_pos", pred, -2.5)):
-        idx = np.flatnonzero(side)
+    neg, posi = np.flatnonzero(~pred), np.flatnonzero(pred)
+    out = x.copy()
+    out[posi[posi.size // 2]] -= 2.5
+    profiles["dip_pos"] = out
+    out = x.copy()
+    out[pred] = special.logit(np.average(special.expit(x[pred]), weights=sizes[pred]))
+    profiles["flat_pos"] = out
+    for name, where, shift in (
+        ("bump_neg_low", [neg.size // 4], 2.0),
+        ("bump_neg_high", [(3 * neg.size) // 4], 3.5),
+        ("bump_neg_wide", sorted({neg.size // 4, neg.size // 2}), 1.5),
+    ):
         out = x.copy()
-        out[idx[idx.size // 2]] += shift
+        out[neg[where]] += shift
         profiles[name] = out
-    for name, side in (("flat_neg", ~pred), ("flat_pos", pred)):
-        out = x.copy()
-        r = special.expit(x[side])
-        out[side] = special.logit(np.average(r, weights=sizes[side]))
-        profiles[name] = out
+    out = x.copy()
+    out[~pred] = special.logit(np.average(special.expit(x[~pred]), weights=sizes[~pred]))
+    out[pred] = x[pred] + 1.5
+    profiles["flat_neg_shifted"] = out
     gen = np.random.default_rng(seed)
     for i in range(HOLDOUT_RANDOM):
         a, b = gen.normal(0, 1), gen.uniform(0.3, 2.5)

@@ -13,6 +13,7 @@ import json
 
 import numpy as np
 import pytest
+from scipy import special
 
 import bayes_eval as be
 from bayes_eval._loop import BatchPlan
@@ -83,6 +84,24 @@ def test_family_sits_at_the_target_and_is_documented(strata):
         rate = flat.positives / strata.sizes
         for side in (strata.predicted, ~strata.predicted):
             assert np.ptp(rate[side]) < 2e-3  # one rate per predicted side
+    # the one-region bump and the one-side flat profiles (calibration version 9), on F1
+    fam = {
+        t.name: t
+        for t in truth_family(
+            strata.sizes, strata.predicted, metric="f1", target=0.6, score_rates=mid
+        )
+    }
+    neg = np.flatnonzero(~strata.predicted)
+    lx = special.logit(fam["scores"].positives / strata.sizes)
+    bump = special.logit(fam["bump_neg"].positives / strata.sizes) - lx
+    width = max(1, neg.size // 5)
+    region = neg[(neg.size - width) // 2 : (neg.size - width) // 2 + width]
+    others = np.setdiff1d(neg, region)
+    # the region sits BUMP logits above its neighbours, relative to the scores profile
+    assert np.min(bump[region]) - np.max(bump[others]) > 2.0
+    rate = fam["flat_neg"].positives / strata.sizes
+    assert np.ptp(rate[~strata.predicted]) < 2e-3
+    assert np.ptp(rate[strata.predicted]) > 0.05  # the predicted positives keep the scores' shape
     with pytest.raises(ValueError, match="profiles"):
         truth_family(
             strata.sizes,

@@ -547,8 +547,9 @@ def _curve(prob: np.ndarray, schedule: np.ndarray, grid: np.ndarray) -> xr.Datas
 #: the boundary's margin is two MC s.e., ``boundary.DEFAULT_Z``, and the pooled prior's lean is
 #: directional, ``models._prior.side_lean``; 7: the lean reads each side's unlabelled items,
 #: ``models._prior.remainder_lean``; 8: the side intercepts' Student-t tails,
-#: ``models._prior.intercept_log_density``)
-CALIBRATION_VERSION = 8
+#: ``models._prior.intercept_log_density``; 9: the family's ``bump_neg`` and ``flat_neg``
+#: truths, :data:`~bayes_eval.sequential.truths.PROFILES`)
+CALIBRATION_VERSION = 9
 
 
 def calibration_key(**parts: Any) -> str:

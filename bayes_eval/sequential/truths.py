@@ -35,6 +35,11 @@ logit of stratum ``k``'s score midpoint (the planning rates when scores are not 
                    (the others near 0); positive side as ``scores``
 ``fp_top``         every false positive in the top-score predicted-positive stratum (the others
                    near 1); negative side as ``scores``
+``bump_neg``       the middle fifth (at least one) of the predicted-negative strata
+                   :data:`BUMP` logits above the scores, the rest as ``scores``: missed
+                   positives concentrated in one score region the design labels little
+``flat_neg``       one rate on the predicted negatives only (as ``flat``), the predicted
+                   positives as ``scores``
 ``posterior_i``    draws of the rates from the current posterior of the model that is run
                    (pilot labels, or the prior without them), each moved to the target
 =================  ==========================================================================
@@ -81,10 +86,15 @@ PROFILES: tuple[str, ...] = (
     "reversed",
     "fn_lowest",
     "fp_top",
+    "bump_neg",
+    "flat_neg",
 )
 
 #: logit of a rate that is "near 0" in the extreme profiles
 _FAR = 12.0
+
+#: logits the ``bump_neg`` region sits above the scores
+BUMP = 2.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,12 +122,20 @@ def _profile(name: str, x: np.ndarray, sizes: np.ndarray, pos: np.ndarray) -> np
     r = special.expit(x)
     if name == "scores":
         return x
-    if name == "flat":
-        out = np.empty_like(x)
-        for side in (pos, ~pos):
+    if name in ("flat", "flat_neg"):
+        out = x.copy()
+        for side in (pos, ~pos) if name == "flat" else (~pos,):
             if side.any():
                 m = float(np.average(r[side], weights=sizes[side]))
                 out[side] = special.logit(np.clip(m, 1e-6, 1 - 1e-6))
+        return out
+    if name == "bump_neg":
+        out = x.copy()
+        idx = np.flatnonzero(~pos)
+        if idx.size:
+            width = max(1, idx.size // 5)
+            start = (idx.size - width) // 2
+            out[idx[start : start + width]] += BUMP
         return out
     if name in ("shifted", "compressed", "nonmonotone"):
         return _log_odds_transform(x, name)
