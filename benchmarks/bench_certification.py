@@ -69,6 +69,9 @@ def _cells(models):
 #: (:data:`bayes_eval.sequential.truths.PROFILES`), each moved to the target the same way
 HOLDOUT_RANDOM = 6
 
+#: truths simulated together in the evaluation
+EVAL_CHUNK = 6
+
 
 def holdout_truths(st, metric, seed=20261124):
     """Truths at the target outside the family (``--holdout``): (name, positives) pairs.
@@ -167,23 +170,31 @@ def run_cell(
         pos = np.concatenate([pos, np.stack([p for _, p in held])])
     if cal.margin_positives is not None:
         pos = np.concatenate([pos, cal.margin_positives[None, :]])
-    prob = simulate_paths(
-        sizes=sizes,
-        predicted=pred,
-        positives=pos,
-        prior_a=prior.a,
-        prior_b=prior.b,
-        metric=metric,
-        target=TARGET,
-        design=dsg,
-        batches=list(plan.batches),
-        schedule=plan.looks,
-        finite_population=True,
-        n_sims=eval_sims,
-        rng=np.random.default_rng(seed + 1000),
-        model=model,
-        strata=st,
-        draws=draws,
+    # fresh audits, a few truths at a time (the pooled look model's working set grows with
+    # truths x audits: 25 truths x 4,000 audits at once needed 17 GB)
+    gen = np.random.default_rng(seed + 1000)
+    prob = np.concatenate(
+        [
+            simulate_paths(
+                sizes=sizes,
+                predicted=pred,
+                positives=pos[i : i + EVAL_CHUNK],
+                prior_a=prior.a,
+                prior_b=prior.b,
+                metric=metric,
+                target=TARGET,
+                design=dsg,
+                batches=list(plan.batches),
+                schedule=plan.looks,
+                finite_population=True,
+                n_sims=eval_sims,
+                rng=gen,
+                model=model,
+                strata=st,
+                draws=draws,
+            )
+            for i in range(0, pos.shape[0], EVAL_CHUNK)
+        ]
     )
     n_t = len(cal.truths)
     n_h = len(held)

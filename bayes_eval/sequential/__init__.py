@@ -56,7 +56,8 @@ microseconds per simulated look, so 10,000 audits of 100 looks take seconds.
 rates flat within each predicted side the rule calibrated at score-shaped rates accepted 23-27% of
 audits at the target. :func:`correction_for` (the one calibration path) therefore simulates the
 audit at every truth of :func:`truth_family` (flat, score-shaped, shifted, compressed, sharpened,
-non-monotone, reversed, extreme, posterior draws; :mod:`bayes_eval.sequential.truths`) with the
+non-monotone, reversed, extreme, a bump in one region of the predicted negatives, flat on the
+predicted negatives only, posterior draws; :mod:`bayes_eval.sequential.truths`) with the
 model the audit runs, and fits a look-dependent boundary (:mod:`bayes_eval.sequential.boundary`)
 whose false-accept rate at the worst truth is at most :math:`\\alpha`
 (:func:`calibrate_worst_case`). :func:`calibrate_sequential` below remains the single-truth
