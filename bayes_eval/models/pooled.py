@@ -113,6 +113,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     import xarray as xr
+from .._validation import as_generator
 from . import _linear_form
 from ._cells import (
     QUAD_NODES,
@@ -563,7 +564,7 @@ def draw_theta(fit: PooledFit, draws: int, rng: Any = None) -> np.ndarray:
     fit = _check_fit(fit)
     if isinstance(draws, bool) or not isinstance(draws, numbers.Integral) or int(draws) < 1:
         raise ValueError(f"draws={draws!r} is not allowed; allowed: a positive integer")
-    gen = _as_generator(rng)
+    gen = as_generator(rng)
     draws = int(draws)
     batch = fit.weight.shape[:-1]
     s, q, k = fit.a.shape[-3:]
@@ -579,16 +580,6 @@ def draw_theta(fit: PooledFit, draws: int, rng: Any = None) -> np.ndarray:
     from ._beta_draws import draw_joint
 
     return draw_joint(cum, cwq, a, b, fit.layout.cell, draws, gen).reshape(*batch, draws, k)
-
-
-def _as_generator(rng: Any) -> np.random.Generator:
-    if isinstance(rng, np.random.Generator):
-        return rng
-    if rng is None or (
-        isinstance(rng, numbers.Integral) and not isinstance(rng, bool) and int(rng) >= 0
-    ):
-        return np.random.default_rng(None if rng is None else int(rng))
-    raise TypeError(f"rng={rng!r} is not allowed; allowed: a non-negative int, a Generator or None")
 
 
 def beta_approximation(fit: PooledFit) -> tuple[np.ndarray, np.ndarray]:
