@@ -97,11 +97,16 @@ def holdout_truths(st, metric, seed=20261124):
     ax = np.abs(x)
     profiles["ends"] = np.where(ax > 1, np.sign(x) * (1 + (ax - 1) / 3), x)
     neg, posi = np.flatnonzero(~pred), np.flatnonzero(pred)
+
+    def side_mean(side):
+        # the logit of the size-weighted mean score rate of one side
+        return special.logit(np.average(special.expit(x[side]), weights=sizes[side]))
+
     out = x.copy()
     out[posi[posi.size // 2]] -= 2.5
     profiles["dip_pos"] = out
     out = x.copy()
-    out[pred] = special.logit(np.average(special.expit(x[pred]), weights=sizes[pred]))
+    out[pred] = side_mean(pred)
     profiles["flat_pos"] = out
     for name, where, shift in (
         ("bump_neg_low", [neg.size // 4], 2.0),
@@ -112,7 +117,7 @@ def holdout_truths(st, metric, seed=20261124):
         out[neg[where]] += shift
         profiles[name] = out
     out = x.copy()
-    out[~pred] = special.logit(np.average(special.expit(x[~pred]), weights=sizes[~pred]))
+    out[~pred] = side_mean(~pred)
     out[pred] = x[pred] + 1.5
     profiles["flat_neg_shifted"] = out
     gen = np.random.default_rng(seed)

@@ -111,8 +111,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    import xarray as xr
 from .._validation import as_generator
 from . import _linear_form
 from ._cells import (
@@ -129,6 +127,9 @@ from ._laplace import importance_nodes, importance_weights, neg_inverse, newton
 from ._linear_form import LinearFormNodes
 from ._prior import LEAN_POWER, Prior, labels_weight, prior_of, remainder_lean
 from ._profile import ScoreProfile, score_profile_of
+
+if TYPE_CHECKING:
+    import xarray as xr
 
 __all__ = [
     "Hyperpriors",
