@@ -50,7 +50,7 @@ from ..ledger import manifest_digest, now, read_manifest
 from ..metrics import METRICS
 from ..models import DEFAULT_MODEL, MODELS, check_model_prior, design_prior
 from ..priors import Prior, resolve_prior
-from ._directory import AuditDirectory, replay
+from ._directory import AuditDirectory, label_lines, proposal_line, replay
 from ._manifest import audit_seed, build_manifest, check_design, open_arguments
 from ._memo import PriorMemo
 from ._records import Claim, LookRecord, event_record
@@ -110,23 +110,17 @@ class Audit:
     -----
     *Pending items.* :meth:`propose` always proposes items never proposed before; items proposed
     but not yet labelled stay listed in :attr:`pending` and may be recorded at any time.
-    :meth:`run` labels pending items first.
+    :meth:`run` labels pending items first, and follows a design's ``batch_schedule`` (see
+    there); :meth:`propose` always proposes the number it is given.
 
-    *Batch sizes.* :meth:`run` asks a design with a ``batch_schedule(round, n_strata)``
-    (``"online_optimal"``, ``"opt_a1"``, ``"opt_a2"``) for the size of every batch, and uses
-    its ``batch_size`` argument only for designs without one; :meth:`propose` always proposes
-    the number it is given.
+    *Resuming.* Reopening replays the ledger: every recorded proposal is drawn again and the
+    design is asked again for its allocation in the state it was made in; both must agree with
+    the ledger (:func:`bayes_eval.audit._directory.replay`).
 
-    *Resuming.* Reopening replays the ledger: every recorded proposal is drawn again from the
-    sampler and the design is asked again for its allocation in the state it was made in (which
-    rebuilds any state a design keeps between batches, e.g. OPT-A1's frozen weights); both must
-    agree with the ledger.
-
-    *Randomness.* The design's generator is ``numpy.random.default_rng(seed)``; its state after
-    each batch is saved in the ledger, so a resumed audit continues the same random stream. Item
-    keys use ``seed`` (:func:`bayes_eval._sampler.item_keys`). :meth:`estimate` draws from
-    ``default_rng([seed, 0xE5, n_labels])`` unless given ``rng``: the same labels give the same
-    posterior, and estimating never changes future proposals.
+    *Randomness.* The design's generator is ``numpy.random.default_rng(seed)``, its state saved
+    in the ledger after each batch; item keys use ``seed`` (:func:`bayes_eval._sampler.item_keys`);
+    :meth:`estimate` draws from ``default_rng([seed, 0xE5, n_labels])`` unless given ``rng``, so
+    estimating never changes future proposals.
 
     Examples
     --------
@@ -524,18 +518,8 @@ class Audit:
             strata_of.append(np.full(len(got), kk))
         ids = np.concatenate(parts) if parts else self._as_id_array([])
         keys = [self._canon_one(v) for v in ids.tolist()]
-        self._persist(
-            [
-                {
-                    "type": "propose",
-                    "round": self._round,
-                    "counts": counts.tolist(),
-                    "ids": keys,
-                    "rng": self._rng.bit_generator.state,
-                    "at": now(),
-                }
-            ]
-        )
+        state = self._rng.bit_generator.state
+        self._persist([proposal_line(self._round, counts, keys, state, now())])
         for key, kk in zip(keys, np.concatenate(strata_of).tolist(), strict=True):
             self._proposed[key] = int(kk)
             self._pending[key] = None
@@ -578,14 +562,7 @@ class Audit:
         )
         if not new:
             return 0
-        stamp = now()
-        lines = []
-        for key, y, who in new:
-            line: dict[str, Any] = {"type": "label", "id": key, "label": y, "at": stamp}
-            if who is not None:
-                line["annotator"] = who
-            lines.append(line)
-        self._persist(lines)
+        self._persist(label_lines(new, now()))
         for key, y, _ in new:
             self._apply_label(key, y)
         return len(new)

@@ -56,7 +56,7 @@ from ..ledger import (
 from ._manifest import check_identity, versions
 from ._records import Claim, LookRecord, parse_event
 
-__all__ = ["AuditDirectory", "replay"]
+__all__ = ["AuditDirectory", "label_lines", "proposal_line", "replay"]
 
 
 class AuditDirectory:
@@ -170,6 +170,31 @@ class AuditDirectory:
             self._lock.release()
             self._lock = None
         return was_open
+
+
+def proposal_line(
+    round: int, counts: np.ndarray, keys: list[Any], rng_state: dict[str, Any], at: str
+) -> dict[str, Any]:
+    """The ledger record of one proposal (what :func:`replay` reads back)."""
+    return {
+        "type": "propose",
+        "round": int(round),
+        "counts": np.asarray(counts).tolist(),
+        "ids": keys,
+        "rng": rng_state,
+        "at": at,
+    }
+
+
+def label_lines(new: list[tuple[Any, int, str | None]], at: str) -> list[dict[str, Any]]:
+    """The ledger records of new labels ``(id, label, annotator or None)``."""
+    lines = []
+    for key, y, who in new:
+        line: dict[str, Any] = {"type": "label", "id": key, "label": y, "at": at}
+        if who is not None:
+            line["annotator"] = who
+        lines.append(line)
+    return lines
 
 
 def replay(audit: Any, records: list[dict[str, Any]]) -> None:
