@@ -116,6 +116,8 @@ def test_log_rising_and_curve_match_the_reference():
     x = np.concatenate([rng.uniform(1e-3, 30, 500), np.exp(rng.uniform(3, 570, 500))])
     m = rng.integers(0, 2001, x.size).astype(np.float64)
     m[::7] = 0.0
+    m[1::3] = rng.integers(1, 10, m[1::3].size)  # small counts: the kernel's product branch
+    x[2::11] = 10.0 ** rng.uniform(-250, -3, x[2::11].size)  # needle rates' tiny Beta shapes
     ref = _cells.log_rising(x, m)
     got = np.array([_kernels._log_rising(a, b) for a, b in zip(x, m, strict=True)])
     np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)

@@ -8,8 +8,8 @@ operations, but without ``(R, P, Q, K)`` temporaries:
 
 1. the effective curve logit :math:`\bar\eta_k` over the stratum's score histogram (one ``exp``
    per histogram cell gives both :math:`\operatorname{expit}(\pm\eta)`; hyper-nodes of a row
-   that share :math:`(\alpha, \beta, \gamma)` share :math:`\bar\eta`, computed once: 14 of the
-   33 points of the finite-difference stencil reuse one);
+   that share :math:`(\alpha, \beta, \gamma)` share :math:`\bar\eta` and the sceptical lean,
+   computed once: 8 of the 21 points of the finite-difference stencil reuse them);
 2. per cell, the four Newton steps (plus the one that yields the curvature) of the adaptive
    Gauss--Hermite rule, then the ``Q`` nodes, the residual Betas and the beta-binomial log
    ratios ``log Gamma(x + m) - log Gamma(x)`` (Stirling series for ``x >= 30``, ``lgamma``
@@ -48,6 +48,9 @@ _STIRLING_MIN = 30.0
 _MU_MIN = 1e-250
 _C_MAX = 1e250
 _NEWTON_STEPS = 4
+#: ``log Gamma(x + m) - log Gamma(x)`` below ``_STIRLING_MIN`` is the log of a product of ``m``
+#: factors for integer ``m`` up to this (cheaper than two ``lgamma``; the same number to rounding)
+_PRODUCT_MAX = 8.0
 
 
 @njit(cache=True, error_model="numpy")
@@ -65,6 +68,12 @@ def _log_rising(x: float, m: float) -> float:  # pragma: no cover - compiled
     if x >= _STIRLING_MIN:
         xm = x + m
         return (x - 0.5) * math.log1p(m / x) + m * math.log(xm) - m + _stirling(xm) - _stirling(x)
+    if m <= _PRODUCT_MAX and m == math.floor(m):
+        # a small count: Gamma(x + m) / Gamma(x) = x (x + 1) ... (x + m - 1), one log
+        prod = x
+        for i in range(1, int(m)):
+            prod *= x + i
+        return math.log(prod)
     return math.lgamma(x + m) - math.lgamma(x)
 
 
@@ -115,33 +124,38 @@ def _log_expit(v: float) -> float:  # pragma: no cover - compiled
 
 @njit(cache=True, error_model="numpy")
 def _remainder_lean(
-    ebar: np.ndarray, sizes: np.ndarray, n: np.ndarray, side: np.ndarray
+    ebar: np.ndarray, log_rest: np.ndarray, side: np.ndarray, lp: np.ndarray, lq: np.ndarray
 ) -> float:  # pragma: no cover - compiled
     """``_prior.remainder_lean`` of one hyper-node: ``log expit(m_0) + log expit(-m_1)`` with
     ``m_s`` the logit of the mean curve rate over side s's unlabelled items (log-sum-exp of
-    ``log r_k + log expit(+-ebar_k)`` per side; a side without unlabelled items adds 0)."""
+    ``log r_k + log expit(+-ebar_k)`` per side; a side without unlabelled items adds 0).
+    ``log_rest`` is ``log r_k`` of the row (``-inf`` where no item is unlabelled); ``lp, lq``
+    (K,) are scratch. ``log expit(-e) = log expit(e) - e``: one ``log1p`` per stratum."""
+    kk = ebar.shape[0]
+    for k in range(kk):
+        if log_rest[k] == -math.inf:
+            continue
+        le = _log_expit(ebar[k])
+        lp[k] = log_rest[k] + le
+        lq[k] = lp[k] - ebar[k]
     out = 0.0
     for s in range(2):
         top_p = -math.inf
         top_q = -math.inf
-        for k in range(ebar.shape[0]):
-            r = sizes[k] - n[k]
-            if side[k] != s or r <= 0.0:
+        for k in range(kk):
+            if side[k] != s or log_rest[k] == -math.inf:
                 continue
-            lr = math.log(r)
-            top_p = max(top_p, lr + _log_expit(ebar[k]))
-            top_q = max(top_q, lr + _log_expit(-ebar[k]))
+            top_p = max(top_p, lp[k])
+            top_q = max(top_q, lq[k])
         if top_p == -math.inf and top_q == -math.inf:
             continue
         sp = 0.0
         sq = 0.0
-        for k in range(ebar.shape[0]):
-            r = sizes[k] - n[k]
-            if side[k] != s or r <= 0.0:
+        for k in range(kk):
+            if side[k] != s or log_rest[k] == -math.inf:
                 continue
-            lr = math.log(r)
-            sp += math.exp(lr + _log_expit(ebar[k]) - top_p)
-            sq += math.exp(lr + _log_expit(-ebar[k]) - top_q)
+            sp += math.exp(lp[k] - top_p)
+            sq += math.exp(lq[k] - top_q)
         la = math.log(sp) + top_p
         lb = math.log(sq) + top_q
         out += _log_expit(la - lb) if s == 0 else _log_expit(lb - la)
@@ -186,8 +200,13 @@ def _row(
     dq = np.empty((qq, gg))
     terms = np.empty((qq, gg))
     nm1 = np.empty(kk)
+    log_rest = np.empty(kk)  # log of the unlabelled items per stratum (-inf: none)
+    lean_p = np.empty(kk)
+    lean_q = np.empty(kk)
     for k in range(kk):
         nm1[k] = max(n[k] - 1.0, 0.0)
+        rest = sizes[k] - n[k]
+        log_rest[k] = math.log(rest) if rest > 0.0 else -math.inf
     for p in range(npt):
         al = phi[p, 0]
         be = phi[p, 1]
@@ -197,12 +216,13 @@ def _row(
             if phi[p2, 0] == al and phi[p2, 1] == be and phi[p2, 2] == ga:
                 src = p2
                 break
-        if src >= 0:
+        if src >= 0:  # the same curve, hence the same lean
             for k in range(kk):
                 ebar[p, k] = ebar[src, k]
+            lean_out[p] = lean_out[src]
         else:
             _curve(al, be, ga, x, w, side, center, ebar[p])
-        lean_out[p] = _remainder_lean(ebar[p], sizes, n, side)
+            lean_out[p] = _remainder_lean(ebar[p], log_rest, side, lean_p, lean_q)
         tau = math.exp(phi[p, 3])
         for g in range(gg):
             sig = tau / sqrt_share[g]
