@@ -1,0 +1,57 @@
+"""Calibration time of the demo setting (issue 14's target: <= 20 s on one core).
+
+The sequential correction of ``bayes-eval demo``'s procedure — the shipped demo population, 10
+equal-size strata, ``posterior_variance``, F1 >= 0.65 at level 0.95, batches of 20 up to 2,000
+labels (100 looks), the worst case over the family of truths at the target
+(:func:`bayes_eval.sequential.correction_for`) — timed for the default pooled model and, in the
+same process, for ``model="independent"`` (the yardstick: the same simulation without the pooled
+model's refits). CPU seconds of this process (``time.process_time``, one thread), so a busy
+machine inflates the wall time but not the figure; the calibration's own result is printed
+beside it.
+
+Usage: ``uv run python benchmarks/bench_calibration_time.py [--n-sims 2000]``; output committed as
+``benchmarks/results/bench_calibration_time.txt``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import bayes_eval as be
+from bayes_eval.sequential import correction_for
+from bayes_eval.sequential.correction import clear_cache
+
+TARGET, LEVEL, BUDGET, BATCH = 0.65, 0.95, 2000, 20
+
+
+def timed(model: str, n_sims: int) -> tuple[float, float, str]:
+    """CPU and wall seconds of one calibration of the demo procedure under ``model``."""
+    lp = be.datasets.demo_population()
+    st = be.stratify(lp.population, method="equal_size", n_strata=5, rng=0)
+    audit = be.Audit(
+        lp.population, strata=st, metric="f1", design="posterior_variance", model=model, rng=0
+    )
+    proc = audit.procedure(budget=BUDGET, batch_size=BATCH)
+    clear_cache()
+    c0, w0 = time.process_time(), time.perf_counter()
+    corr = correction_for(
+        proc, target=TARGET, level=LEVEL, n_sims=n_sims, max_mcse=0.4, rates="planning", rng=0
+    )
+    return time.process_time() - c0, time.perf_counter() - w0, corr.description
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n-sims", type=int, default=2000, help="simulated audits per binding truth")
+    args = ap.parse_args()
+    print(f"# demo procedure's calibration, {args.n_sims} simulated audits per binding truth")
+    print(f"{'model':12s} {'cpu s':>8s} {'wall s':>8s} {'ratio':>7s}  result")
+    rows = {m: timed(m, args.n_sims) for m in ("independent", "pooled")}
+    base = rows["independent"][0]
+    for m, (cpu, wall, desc) in rows.items():
+        print(f"{m:12s} {cpu:8.1f} {wall:8.1f} {cpu / base:7.2f}  {desc}")
+
+
+if __name__ == "__main__":
+    main()
