@@ -213,8 +213,33 @@ def _confidence(population: Any, score_kind: str) -> np.ndarray:
 
 #: most strata per side chosen by ``n_strata="auto"``
 AUTO_MAX_STRATA = 10
-#: items per stratum of ``n_strata="auto"`` on a side too small for :data:`AUTO_MAX_STRATA`
-AUTO_ITEMS_PER_STRATUM = 5
+#: fewest items per stratum on average: a side of N items gets at most
+#: ``max(2, ceil(N / MIN_ITEMS_PER_STRATUM))`` strata, asked for or ``"auto"``
+MIN_ITEMS_PER_STRATUM = 5
+
+
+def side_n_strata(want: int | str, count: int) -> int:
+    r"""Strata for a predicted side of ``count`` items when ``want`` (an int or ``"auto"``) are
+    asked for: ``"auto"`` is :func:`_auto_n_strata`; an int is capped at
+    :math:`\max(2, \lceil N / 5\rceil)`, one stratum per :data:`MIN_ITEMS_PER_STRATUM` items.
+
+    Why the cap (session 16): the designs choose *strata*, and only within a stratum is the item
+    drawn at random. Asked for 50 strata, a needle's 64 predicted positives made strata of one or
+    two items; ``posterior_variance`` labelled exactly the 14 two-item strata, one item each, at
+    200 labels, so the other 36 items could never be labelled and the same 28 items were the
+    only ones ever sampled: the audits' randomness was three coin flips, and the precision bound
+    rested on whether those 28 happened to be typical of the 64. Over six seeded populations
+    (0.05 % shifted needles, 100,000 items, ``bench_pooled.py`` row 25) the 95 % lower bound of
+    precision covered 0.89, 0.62, 1.00, 1.00, 1.00, 1.00; with at most 13 strata on that side
+    (five items each) 0.963-0.980 (400-600 replications each; ``bench_pooled.txt``,
+    session 16). The pooled model is K-invariant, so fewer strata cost it no prior honesty; the
+    independent model needs fewer strata still. ``Strata.n_strata`` and ``Strata.requested``
+    say how many were made and asked for.
+    """
+    cap = max(2, math.ceil(count / MIN_ITEMS_PER_STRATUM))
+    if want == "auto":
+        return min(cap, AUTO_MAX_STRATA)
+    return min(int(want), cap)
 
 
 def _auto_n_strata(values: np.ndarray) -> int:
@@ -240,8 +265,7 @@ def _auto_n_strata(values: np.ndarray) -> int:
     stratum of a design-based estimator costs an initial sample, Kumar & Raj's ``n_ini``) does not
     hold for the pooled model; with ``model="independent"`` pass fewer strata explicitly.
     """
-    n = values.shape[0]
-    return int(np.clip(math.ceil(n / AUTO_ITEMS_PER_STRATUM), 2, AUTO_MAX_STRATA))
+    return side_n_strata("auto", values.shape[0])
 
 
 def _locate(values: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -317,9 +341,12 @@ def stratify(
         Strata per predicted side, or a (negative side, positive side) pair. ``"auto"`` takes
         ``clip(ceil(N_side / 5), 2, 10)``: 10, or one per five items on a side of fewer than 50
         (see ``_auto_n_strata``: fine strata on a needle's few predicted positives pin the pooled
-        model's curve). A side with no items gets none.
-        Fewer strata than asked result only where ties or empty score ranges make more
-        impossible (e.g. ``"equal_width"`` bins with no items are merged into the one below).
+        model's curve). An int is capped at ``max(2, ceil(N_side / 5))``, at least five items
+        per stratum on average (:func:`side_n_strata`: the designs choose strata, and strata of
+        one or two items leave most of a small side never labelled). A side with no items gets
+        none. Otherwise fewer strata than asked result only where ties or empty score ranges
+        make more impossible (e.g. ``"equal_width"`` bins with no items are merged into the
+        one below).
     variable : {"score", "confidence"}
         Stratify on the score or on the classifier's confidence in its own prediction (the
         probability of the predicted class for probabilistic scores, ``|score - threshold|`` for
@@ -400,7 +427,7 @@ def stratify(
             side_results.append(None)
             continue
         values = var[mask]
-        n = _auto_n_strata(values) if want == "auto" else int(want)
+        n = side_n_strata(want, values.shape[0])
         edges, _, counts = _stratify_side(values, n, method, gen, need_local=False)
         if edges.size + 1 < n and want != "auto":
             distinct = np.unique(values).size
@@ -408,7 +435,7 @@ def stratify(
                 # ties force fewer strata (e.g. a needle population's predicted positives with
                 # a handful of distinct scores): one stratum per distinct value, said loudly
                 warnings.warn(
-                    f"n_strata={n} is more than the {distinct} distinct {variable} value(s) on "
+                    f"n_strata={want} is more than the {distinct} distinct {variable} value(s) on "
                     f"the predicted-{'positive' if side else 'negative'} side; that side gets "
                     f"{distinct} strata",
                     FewerStrataWarning,
@@ -539,7 +566,7 @@ def _fast_score_strata(population: Any, method: str, wanted: tuple) -> Strata | 
 
     def n_strata_for(side: int, side_size: int) -> int:
         want = wanted[side]
-        return _auto_n_strata(np.broadcast_to(0.0, (side_size,))) if want == "auto" else int(want)
+        return side_n_strata(want, side_size)
 
     kernel = STRATIFIERS[method]
     found = histogram_strata(population, kernel is equal_size, kernel, n_strata_for)

@@ -78,6 +78,16 @@ def diagnose(lp: LabelledPopulation, budget: int, reps: int) -> None:
                 f"posterior sd {np.nanmean(sd):.4f}  sd of the means {np.nanstd(mean):.4f}  "
                 f"lower-bound coverage {cover.mean():.3f}"
             )
+            # which audits miss: by the positives found on the predicted-positive side
+            found = h[:, pred].sum(axis=1)
+            cells = [
+                f"{v}: {int((~cover[found == v]).sum())}/{int((found == v).sum())}"
+                for v in np.unique(found)
+            ]
+            print(
+                "  misses / audits by positives found among predicted positives: "
+                + ", ".join(cells)
+            )
 
     run_audits(
         lp,

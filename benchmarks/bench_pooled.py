@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import itertools
 import sys
 import time
 import types
@@ -222,7 +223,7 @@ def _coverage_cells(cov):
     return cells
 
 
-def coverage_battery(reps, quick, part=(0, 1), first=0, rows_only=None, per_side=5):
+def coverage_battery(reps, quick, part=(0, 1), first=0, rows_only=None, per_side=5, pop_seeds=(0,)):
     rows = []
     grid = []
     for prev in (0.0005, 0.02, 0.2):
@@ -245,8 +246,10 @@ def coverage_battery(reps, quick, part=(0, 1), first=0, rows_only=None, per_side
         f"{'prev':>7} {'scores':<14}{'K':>4}{'labels':>7} {'precision':>14} {'recall':>14}"
         f" {'f1':>14} {'sec/fit':>8}"
     )
-    for prev, miscal, ns, budgets in grid:
-        lp = population(prev, miscal)
+    for (prev, miscal, ns, budgets), pop_seed in itertools.product(grid, pop_seeds):
+        lp = population(prev, miscal, seed=pop_seed)
+        if pop_seeds != (0,):
+            print(f"# population seed {pop_seed} (synthetic population drawn with rng={pop_seed})")
         t0 = time.perf_counter()
         # the 1,000-label rows keep their seed whatever --per-side is (paired comparisons)
         seed = zlib.crc32(repr((prev, miscal, 5 if budgets == (1000,) else ns)).encode())
@@ -579,6 +582,13 @@ def main():
     )
     ap.add_argument("--real-per-side", type=int, default=10, help="real part: strata per side")
     ap.add_argument(
+        "--population-seeds",
+        type=int,
+        nargs="+",
+        default=[0],
+        help="battery: run each row on the synthetic populations drawn with these seeds",
+    )
+    ap.add_argument(
         "--split", default="0/1", help="i/m: run every m-th battery row from row i (parallel runs)"
     )
     args = ap.parse_args()
@@ -587,7 +597,15 @@ def main():
         speed()
     if "coverage" in args.parts:
         i, m = (int(v) for v in args.split.split("/"))
-        coverage_battery(args.reps, args.quick, (i, m), args.first, args.rows, args.per_side)
+        coverage_battery(
+            args.reps,
+            args.quick,
+            (i, m),
+            args.first,
+            args.rows,
+            args.per_side,
+            tuple(args.population_seeds),
+        )
     if "rmse" in args.parts:
         rmse_part(args.rmse_reps, args.pops, args.strata_method, tuple(args.rmse_strata))
     if "real" in args.parts:

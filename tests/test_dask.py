@@ -150,6 +150,20 @@ def test_strata_equal_in_memory(pops, method, variable, n_strata):
     np.testing.assert_array_equal(ds.stratum_of(pos), ms.stratum_of(pos))
 
 
+def test_a_small_side_is_capped_as_in_memory(tmp_path):
+    """50 strata asked per side, 64 predicted positives: the Dask path caps that side at
+    ceil(64 / 5) = 13 strata, as ``bayes_eval.strata.side_n_strata`` does in memory."""
+    rng = np.random.default_rng(4)
+    score = np.concatenate([rng.random(20_000) * 0.5, 0.5 + rng.random(64) * 0.5]).round(6)
+    frame = pd.DataFrame({"item": np.arange(score.size), "score": score})
+    root = _write(frame, str(tmp_path / "small"), [0, 9_000, score.size], 4_000)
+    dp = DaskPopulation.from_parquet(root, score_col="score", id_col="item", threshold=0.5)
+    ds = dp.stratify_lazy(method="equal_size", n_strata=50, variable="score")
+    ms = be.stratify(be.Population(score, threshold=0.5), method="equal_size", n_strata=50)
+    assert int(np.asarray(ds.predicted).sum()) == 13 and int((~ms.predicted).sum()) == 50
+    _same_strata(ds, ms)
+
+
 def test_stratify_dispatches_to_dask(pops):
     """``be.stratify`` on a Dask population runs ``stratify_lazy`` (needs the dispatch in
     strata.stratify)."""

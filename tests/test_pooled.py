@@ -577,3 +577,62 @@ def test_ranking_evidence_is_read_without_the_sceptical_lean():
     h = np.random.default_rng(2).binomial(n, pos / st.sizes)
     fit = fit_pooled(profile_of_strata(st), n, h, warn=False)
     assert (~fit.informative).mean() > 0.5
+
+
+def _precision_coverage_of_audits(lp, strata, budget, reps, seed):
+    """Coverage of the 95 % lower bound of precision after ``reps`` lock-step audits
+    (``posterior_variance`` for F1 fed the pooled allocation rates, batches of 100, labels drawn
+    hypergeometrically within strata), as ``benchmarks/bench_pooled.py`` runs them."""
+    from bayes_eval.designs import DesignState, make_design
+    from bayes_eval.models import allocation_prior, allocation_rate
+
+    prof = profile_of_strata(strata)
+    sizes, pred = strata.sizes.astype(np.int64), strata.predicted
+    k = sizes.size
+    pos = np.bincount(strata.assignment, weights=lp.truth, minlength=k).astype(np.int64)
+    rng = np.random.default_rng(seed)
+    design = make_design("posterior_variance")
+    n = np.zeros((reps, k), dtype=np.int64)
+    h = np.zeros((reps, k), dtype=np.int64)
+    while True:
+        fit = fit_pooled(prof, n, h, warn=False)
+        if n[0].sum() >= budget:
+            break
+        pa, pb = allocation_prior(allocation_rate(fit, prof), n, h)
+        state = DesignState(
+            sizes=sizes, predicted=pred, n=n, h=h, available=sizes - n,
+            prior_a=pa, prior_b=pb, metric="f1",
+        )  # fmt: skip
+        c = design.allocate_many(state, 100, rng)
+        h += rng.hypergeometric(pos - h, sizes - pos - (n - h), c)
+        n += c
+    t = pos[pred].sum() / sizes[pred].sum()
+    w = np.where(pred, 1.0, 0.0)
+    p = prob_linear_ge(fit, n, h, sizes, w, t * sizes[pred].sum() + 0.5)
+    return float((p <= 0.95).mean())
+
+
+def test_strata_of_one_or_two_items_no_longer_fix_which_items_are_labelled():
+    """A 0.05 % shifted needle (under 100 predicted positives), 50 strata asked per side, 200
+    labels: cut into 50 strata of one or two items, ``posterior_variance`` labels exactly the
+    two-item strata (the same items in every audit), and the precision bound covered 0.62 on
+    this population (``bench_pooled.txt``, session 16); ``stratify`` now gives that side one
+    stratum per five items and the bound covers (0.980 +- 0.007 at 400 audits). 200 audits each: the
+    old strata must fall below 0.80 (so the test can fail) and the capped ones stay within
+    3 MC s.e. (0.046) of 0.95."""
+    lp = datasets.synthetic(
+        100_000, prevalence=0.0005, separation=4.0, miscalibration="shifted", rng=1
+    )
+    strata = be.stratify(lp.population, n_strata=50)
+    pred_items = lp.population.predictions
+    m = int(pred_items.sum())
+    assert strata.predicted.sum() == -(-m // 5) and m < 100
+    # the old rule's strata: 50 equal-size strata of the predicted positives (rank cuts)
+    old = strata.assignment.astype(np.int64).copy()
+    idx = np.flatnonzero(pred_items)
+    ranks = np.argsort(np.argsort(lp.population.scores[idx], kind="stable"), kind="stable")
+    old[idx] = 50 + np.searchsorted(np.arange(1, 50) * m // 50, ranks, side="right")
+    fine = be.Strata.from_assignment(lp.population, old)
+    assert fine.predicted.sum() == 50 and fine.sizes[fine.predicted].max() == 2
+    assert _precision_coverage_of_audits(lp, fine, 200, 200, seed=5) < 0.80
+    assert _precision_coverage_of_audits(lp, strata, 200, 200, seed=5) >= 0.95 - 0.046

@@ -116,14 +116,32 @@ def test_bad_stratify_input(kwargs, match):
 
 def test_ties_give_fewer_strata_with_a_warning():
     """More strata than distinct scores on a side: one stratum per distinct value, warned."""
-    pop = be.Population(np.array([0.1, 0.2, 0.3, 0.6, 0.7, 0.8, 0.9]), threshold=0.5)
+    pop = be.Population(np.repeat([0.1, 0.2, 0.3, 0.6, 0.7, 0.8, 0.9], 10), threshold=0.5)
     with pytest.warns(be.strata.FewerStrataWarning) as rec:
-        strata = be.stratify(pop, n_strata=7)
+        strata = be.stratify(pop, n_strata=5)
     assert sorted(str(r.message)[:34] for r in rec) == [
-        "n_strata=7 is more than the 3 dist",
-        "n_strata=7 is more than the 4 dist",
+        "n_strata=5 is more than the 3 dist",
+        "n_strata=5 is more than the 4 dist",
     ]
-    assert strata.sizes.tolist() == [1, 1, 1, 1, 1, 1, 1]
+    assert strata.sizes.tolist() == [10] * 7
+
+
+@pytest.mark.parametrize("method", ["equal_size", "equal_width", "cum_sqrt_f"])
+def test_a_small_side_gets_at_most_one_stratum_per_five_items(method):
+    """Asked for 50 strata per side, a side of 64 items gets ceil(64 / 5) = 13 (five items each
+    on average) and the large side its 50; ``requested`` keeps what was asked (in memory and
+    by the O(N) path alike)."""
+    rng = np.random.default_rng(3)
+    scores = np.concatenate([rng.random(5_000) * 0.5, 0.5 + rng.random(64) * 0.5])
+    strata = be.stratify(be.Population(scores, threshold=0.5), method=method, n_strata=50)
+    assert strata.requested == (50, 50)
+    assert (~strata.predicted).sum() == 50
+    assert strata.predicted.sum() == 13
+    assert strata.sizes[strata.predicted].sum() == 64
+    # a side of 2 or 3 items still gets 2 strata (as "auto" does)
+    tiny = be.Population(np.array([0.1, 0.2, 0.7, 0.8, 0.9]), threshold=0.5)
+    assert be.stratify(tiny, n_strata=9).sizes.tolist() == [1, 1, 1, 2]
+    assert be.stratify(be.Population(scores, threshold=0.5), n_strata=(50, 3)).predicted.sum() == 3
 
 
 @pytest.mark.parametrize("name", ["default", "nasscds"])

@@ -57,7 +57,7 @@ def _reference(scores, preds, method, wanted):
             continue
         v = scores[idx]
         sv = np.sort(v)
-        n = strata_mod._auto_n_strata(v) if want == "auto" else want
+        n = strata_mod.side_n_strata(want, v.size)
         if method == "equal_size":
             kth = np.unique((np.arange(1, n) * sv.size) // n)
             kth = kth[(kth > 0) & (kth < sv.size)]

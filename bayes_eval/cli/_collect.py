@@ -72,7 +72,9 @@ def init(
     ] = None,
     level: Annotated[float, typer.Option(help="Claimed level of the certification.")] = 0.95,
     design: Annotated[str, typer.Option(help="Sampling design.")] = "posterior_variance",
-    strata: Annotated[int, typer.Option(help="Strata per predicted side.")] = 10,
+    strata: Annotated[
+        int, typer.Option(help="Strata per predicted side (at most one per 5 items).")
+    ] = 10,
     method: Annotated[str, typer.Option(help="Stratification method.")] = "equal_size",
     prior: Annotated[
         str,

@@ -40,7 +40,9 @@ def demo(
         str,
         typer.Option(help="Sampling design (any registered design; the calibration simulates it)."),
     ] = "posterior_variance",
-    strata: Annotated[int, typer.Option(help="Strata per predicted side.")] = 5,
+    strata: Annotated[
+        int, typer.Option(help="Strata per predicted side (at most one per 5 items).")
+    ] = 5,
     n_sims: Annotated[
         int,
         typer.Option("--n-sims", help="Simulated audits calibrating the sequential correction."),

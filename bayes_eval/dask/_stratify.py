@@ -26,7 +26,7 @@ import pandas as pd
 
 from .._score_histogram import index_dtype
 from .._stratifiers import STRATIFIERS, equal_size_from_counts
-from ..strata import FewerStrataWarning, _auto_n_strata
+from ..strata import FewerStrataWarning, side_n_strata
 from ._dataset import PieceSet, Scan
 from ._pieces import Columns, Piece, as_bool_predictions, read_piece
 
@@ -241,12 +241,6 @@ def _quantile_sample(
     return np.sort(values)
 
 
-def _auto_n(count: int, vmin: float) -> int:
-    """:func:`bayes_eval.strata._auto_n_strata`, which depends on the count only, applied to a
-    zero-stride stand-in of the side's values (no memory)."""
-    return _auto_n_strata(np.broadcast_to(np.float64(vmin), (count,)))
-
-
 def assign_frame(piece: Piece, fs: Any, cols: Columns, plan: dict) -> pd.Series:
     """Stratum of every item of a piece (a partition of the lazy assignment)."""
     d = read_piece(piece, fs, cols, ("score", "pred"))
@@ -306,7 +300,7 @@ def stratify_pieces(
         if side not in ranges:
             continue
         vmin, vmax, count = ranges[side]
-        n = _auto_n(count, vmin) if want == "auto" else int(want)
+        n = side_n_strata(want, count)
         sides[side] = {"n": n, "want": want, "vmin": vmin, "vmax": vmax, "count": count}
     if method == "equal_size":
         _equal_size_edges(data, sides, spec)
@@ -534,8 +528,8 @@ def _fewer_strata_where_tied(
             continue
         values = np.asarray(distinct[0], dtype=np.float64)
         warnings.warn(
-            f"n_strata={n} is more than the {values.size} distinct {variable} value(s) on "
-            f"the predicted-{'positive' if side else 'negative'} side; that side gets "
+            f"n_strata={info['want']} is more than the {values.size} distinct {variable} "
+            f"value(s) on the predicted-{'positive' if side else 'negative'} side; that side gets "
             f"{values.size} strata",
             FewerStrataWarning,
             stacklevel=4,
