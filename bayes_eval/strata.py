@@ -30,7 +30,7 @@ from ._stratifiers import STRATIFIERS, equal_size, equal_size_from_counts, equal
 from ._validation import as_generator, check_option
 from .population import Population
 
-__all__ = ["FewerStrataWarning", "Strata", "stratify"]
+__all__ = ["FewerStrataWarning", "Strata", "side_n_strata", "stratify"]
 
 
 class FewerStrataWarning(UserWarning):
