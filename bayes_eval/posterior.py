@@ -483,6 +483,9 @@ def estimate_from_stratum_counts(
     gen = as_generator(rng)
     extra: dict[str, xr.Dataset] = {}
     attrs: dict[str, Any] = {"strata_method": strata.method, "strata_variable": strata.variable}
+    requested = getattr(strata, "requested", None)
+    if requested is not None:  # what stratify was asked for (it may make fewer: side_n_strata)
+        attrs["strata_requested"] = f"{requested[0]} / {requested[1]} per side (neg / pos)"
     if model == "independent":
         if model_kwargs:
             raise TypeError(

@@ -384,3 +384,17 @@ def test_prior_only_rows_render_greyed_in_headless_chromium(precision_only_repor
     data = _screenshot(out, tmp_path / "precision_audit.png", (1200, 2400), tmp_path)
     assert _png_size(data) == (1200, 2400)
     assert len(data) > 50_000
+
+
+def test_disclosure_says_how_many_strata_were_asked_and_made():
+    """A side of 64 items asked for 50 strata gets 13 (``side_n_strata``); the posterior records
+    what was asked and the report's disclosure shows both."""
+    rng = np.random.default_rng(3)
+    scores = np.concatenate([rng.random(5_000) * 0.5, 0.5 + rng.random(64) * 0.5])
+    strata = be.stratify(be.Population(scores, threshold=0.5), n_strata=50)
+    n = np.minimum(strata.sizes, 3)
+    post = be.estimate(strata, (n, n // 3), draws=1000, rng=0)
+    assert post.datatree.attrs["strata_requested"] == "50 / 50 per side (neg / pos)"
+    rep = build_report(post, figures=False)
+    made = "63 (equal_size on score)"
+    assert rep.disclosure["strata"] == f"{made}; asked 50 / 50 per side (neg / pos)"

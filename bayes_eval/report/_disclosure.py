@@ -219,6 +219,8 @@ def disclosure_entries(
     d["labels used"] = post.n_labels
     method, variable = attrs.get("strata_method", "?"), attrs.get("strata_variable", "?")
     d["strata"] = f"{post.n_strata} ({method} on {variable})"
+    if attrs.get("strata_requested"):
+        d["strata"] += f"; asked {attrs['strata_requested']}"
     if "looks taken" not in d:
         looks = [get_first(result, "n_looks")]
         if isinstance(get_first(result, "trajectory"), xr.Dataset):
