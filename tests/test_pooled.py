@@ -615,11 +615,11 @@ def _precision_coverage_of_audits(lp, strata, budget, reps, seed):
 def test_strata_of_one_or_two_items_no_longer_fix_which_items_are_labelled():
     """A 0.05 % shifted needle (under 100 predicted positives), 50 strata asked per side, 200
     labels: cut into 50 strata of one or two items, ``posterior_variance`` labels exactly the
-    two-item strata (the same items in every audit), and the precision bound covered 0.62 on
-    this population (``bench_pooled.txt``, session 16); ``stratify`` now gives that side one
-    stratum per five items and the bound covers (0.980 +- 0.007 at 400 audits). 200 audits each: the
-    old strata must fall below 0.80 (so the test can fail) and the capped ones stay within
-    3 MC s.e. (0.046) of 0.95."""
+    two-item strata (the same items in every audit), and the precision bound covered 0.620 +-
+    0.024 on this population (``bench_pooled.txt``, session 16; 0.51 with these seeds);
+    ``stratify`` now gives that side one stratum per five items and the bound covers (0.963 +-
+    0.009 at 400 audits; 0.94 here). 200 audits each: the old strata must fall below 0.80 (so
+    the test can fail) and the capped ones stay within 3 MC s.e. (0.046) of 0.95."""
     lp = datasets.synthetic(
         100_000, prevalence=0.0005, separation=4.0, miscalibration="shifted", rng=1
     )
