@@ -149,6 +149,7 @@ CLI_CASES = [
     (("demo", "--target", "1.5"), ["--target", "1.5"]),
     (("demo", "--budget", "0"), ["--budget", "0"]),
     (("demo", "--out", "R/r.pdf"), ["--out", ".pdf"]),
+    (("demo", "--design", "nope"), ["--design", "'nope'", "posterior_variance"]),
 ]  # fmt: skip
 
 

@@ -62,11 +62,13 @@ def demo(
     t0 = time.perf_counter()
     import bayes_eval as be
 
-    from .._validation import check_level
+    from .._validation import check_level, check_option
+    from ..designs import DESIGNS
     from ..report import write_report
     from ..strata import stratify
 
     check_level(level, "--level")
+    check_option(design, "--design", tuple(DESIGNS))
     _int_in(budget, "--budget", 1, MAX_BUDGET)
     _int_in(batch_size, "--batch-size", 1, MAX_BATCH)
     _int_in(strata, "--strata", 1, MAX_STRATA)
