@@ -22,7 +22,8 @@ independent model (Jeffreys, same design) at the largest budget. With ``--oasis 
 also get OASIS's F1 RMSE (64 cumulative-sqrt(F) strata, N seeds) and the ratio.
 
 Usage: ``uv run python benchmarks/bench_heldout.py [--reps 200] [--oasis 16] [--only NAME ...]``;
-``--diagnose NAME ...`` prints, instead, where the posterior is wrong stratum by stratum.
+``--diagnose NAME ...`` prints, instead, where the posterior is wrong stratum by stratum;
+``--sensitivity NAME ...`` the precision bound at fixed counts under hyperprior variants.
 """
 
 from __future__ import annotations
@@ -101,6 +102,88 @@ def diagnose(lp: LabelledPopulation, budget: int, reps: int) -> None:
     )
 
 
+#: hyperprior variants of :func:`sensitivity` (name, Hyperpriors fields, power of the lean)
+VARIANTS: tuple[tuple[str, dict, float], ...] = (
+    ("default", {}, 1.0),
+    ("no lean", {}, 0.0),
+    ("alpha_sd 20", {"alpha_sd": 20.0}, 1.0),
+    ("alpha_sd 20, no lean", {"alpha_sd": 20.0}, 0.0),
+    ("alpha_sd 4", {"alpha_sd": 4.0}, 1.0),
+    ("nugget_sd 0.6", {"nugget_sd": 0.6}, 1.0),
+    ("cells 1", {"cells": 1}, 1.0),
+    ("cells 4", {"cells": 4}, 1.0),
+)
+
+
+def sensitivity(lp: LabelledPopulation, per_stratum: tuple[int, int], draws: int = 40_000) -> None:
+    """The posterior's 5 % quantile of precision at **fixed** counts under hyperprior variants.
+
+    The labels are ``per_stratum`` = (predicted negatives, predicted positives) per stratum (the
+    default audit's mean allocation at 1,000 labels, rounded), no positive among the predicted
+    negatives, and ``h`` positives placed among the predicted positives (spread over strata in
+    different score cells, or all in one stratum). Printed beside the exact one-sided 95 % bounds
+    of a binomial rate at the same counts (Clopper-Pearson, Jeffreys): where the audit's lower
+    bound sits above the truth at an ``h`` that happens often, coverage falls (``--diagnose``).
+    Fixed counts isolate the prior from the design: every variant sees the same data.
+    """
+    from scipy import stats
+
+    import bayes_eval as be
+    from bayes_eval.models import pooled
+    from bayes_eval.models._profile import score_profile_of
+
+    strata = be.stratify(lp.population, n_strata="auto")
+    prof = score_profile_of(strata)
+    sizes = strata.sizes.astype(np.float64)
+    pred = np.asarray(strata.predicted, dtype=bool)
+    a = np.asarray(strata.assignment)
+    positives = np.bincount(a, weights=np.asarray(lp.truth, dtype=float), minlength=sizes.size)
+    truth = positives[pred].sum() / sizes[pred].sum()
+    n = np.where(pred, per_stratum[1], per_stratum[0]).astype(np.float64)
+    on_pos = np.flatnonzero(pred)
+    k1 = on_pos.size
+    spread = {
+        h: [on_pos[round(i * (k1 - 1) / max(h - 1, 1))] for i in range(h)] for h in (1, 2, 3, 4)
+    }
+    configs = [(f"h={h} spread", idx) for h, idx in spread.items()]
+    configs.insert(3, ("h=3 one stratum", [on_pos[k1 // 2]] * 3))
+    print(
+        f"# {lp.name}: precision's posterior 5 % quantile at fixed counts ({per_stratum[1]} labels "
+        f"in each of {k1} predicted-positive strata, {per_stratum[0]} in each of "
+        f"{sizes.size - k1} predicted-negative ones, none positive there); true precision "
+        f"{truth:.5f}; {draws} draws per fit"
+    )
+    print(f"{'labels':<16}{'CP':>9}{'Jeffreys':>9}" + "".join(f"{v[0]:>22}" for v in VARIANTS))
+    rng = np.random.default_rng(0)
+    power = pooled.LEAN_POWER
+    try:
+        for name, idx in configs:
+            h = np.zeros(sizes.size)
+            for j in idx:
+                h[j] += 1
+            hh, nn = int(h.sum()), int(n[pred].sum())
+            cells = [
+                stats.beta.ppf(0.05, hh, nn - hh + 1),
+                stats.beta.ppf(0.05, hh + 0.5, nn - hh + 0.5),
+            ]
+            for _, fields, lean in VARIANTS:
+                pooled.LEAN_POWER = lean
+                fit = pooled.fit_pooled(
+                    prof, n, h, hyperpriors=pooled.Hyperpriors(**fields), warn=False
+                )
+                theta = pooled.draw_theta(fit, draws, rng)
+                tp = (h + (sizes - n) * theta)[:, pred].sum(axis=1)
+                cells.append(float(np.quantile(tp / sizes[pred].sum(), 0.05)))
+            print(
+                f"{name:<16}"
+                + "".join(f"{c:>9.5f}" for c in cells[:2])
+                + "".join(f"{c:>22.5f}" for c in cells[2:]),
+                flush=True,
+            )
+    finally:
+        pooled.LEAN_POWER = power
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=200)
@@ -114,13 +197,33 @@ def main() -> None:
         help="print per-stratum rates and metric errors of these populations instead "
         "(e.g. chem97 'needle insteval') at the largest budget",
     )
+    ap.add_argument(
+        "--sensitivity",
+        nargs="+",
+        default=None,
+        help="print the precision bound at fixed counts under hyperprior variants instead "
+        "(e.g. 'needle insteval'); --per-stratum sets the counts",
+    )
+    ap.add_argument(
+        "--per-stratum",
+        type=int,
+        nargs=2,
+        default=(16, 84),
+        metavar=("NEG", "POS"),
+        help="--sensitivity: labels per predicted-negative / predicted-positive stratum",
+    )
     args = ap.parse_args()
     budgets = tuple(args.budgets)
-    for name in (args.diagnose or []) + (args.only or []):
+    for name in (args.diagnose or []) + (args.only or []) + (args.sensitivity or []):
         if name.removeprefix("needle ") not in SOURCES:
             ap.error(
                 f"population {name!r} is unknown; allowed: {', '.join(SOURCES)} (or 'needle NAME')"
             )
+    if args.sensitivity:
+        for name in args.sensitivity:
+            base = build(name.removeprefix("needle "))
+            sensitivity(needle(base) if name.startswith("needle ") else base, args.per_stratum)
+        return
     if args.diagnose:
         for name in args.diagnose:
             base = build(name.removeprefix("needle "))
