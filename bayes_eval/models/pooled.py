@@ -48,33 +48,25 @@ Student-t with 1 degree of freedom whose curvature at 0 is that of :math:`N(0, 2
 sceptical lean below pushes up harder than a t resists). So the prior of each side's positives
 (FN, TP) does not depend on the slope, the strata or the other side, and a score that is flat
 within each side (:math:`\beta = 0`) is as plausible a priori as a calibrated one with the same
-side means (the earlier anchor at the population median covariate with
-:math:`\gamma \sim N(0, 2^2)` put a flat truth 2.7 prior sds away and pushed the slope up to
-bridge the sides: recall lower bounds covered 0.775 on flat scores at 2 %). The tails are heavy
-because a classifier trained on enriched data and run on a needle has scores wrong by orders of
-magnitude: with the normal :math:`N(a_s, 2^2)` (sessions 5-11) the anchor outweighed labels that
-had found no positive, and on held-out real needles with 17,000 predicted positives and 20 true
-ones the 95 % precision bound covered 0.72-0.83 (0.97 with the t; ``bench_heldout.py``).
+side means (an anchor at the population median put a flat truth 2.7 prior sds away: recall bounds
+covered 0.775 on flat scores at 2 %). The tails are heavy because a classifier trained on enriched
+data and run on a needle has scores wrong by orders of magnitude (``_prior.intercept_log_density``).
 The prior is then made **sceptical of the classifier**: it is multiplied by
 :math:`\operatorname{expit}(\ell_0)\operatorname{expit}(-\ell_1)` for the logits
 :math:`\ell_s` of the mean curve rates of each side's *unlabelled* items
-(:func:`bayes_eval.models._prior.remainder_lean`: the unknown positives are there; on all of a
-side's items the lean was satisfied by tilting the curve on labelled strata, see ``_prior``).
-On the logit scale this lean
-moves the prior of the predicted negatives' (small) rate up (by :math:`2^2` logits under a normal
-of sd 2; the t's bounded pull lets it go further, until the labels stop it) and the predicted
-positives' rate down: towards more missed positives and more false positives, so the lower bounds of
-precision, recall and F1 stay conservative where the labels cannot measure a side (few positives
-found) and the labels overrule it where they can (the earlier :math:`m_s (1 - m_s)` moved a
-predicted-positive rate below 1/2 *up*: see ``_prior``). Measured on the coverage battery
-(``benchmarks/bench_pooled.py``): without the factor 24 of 114 cells covered below 0.93 (worst
-0.805, flat scores at 2 %: a posterior_variance audit that finds few positives early moves labels
-away from that side, and its estimate stays low); with it, 7 (worst 0.92). Since the design is given
-the curve's rates instead of each stratum's posterior (:func:`bayes_eval.models.allocation_rate`)
-that design effect is gone, but without the factor flat and uninformative scores at 2 % still cover
-only 0.89-0.91, so it stays. The price is on needles, where the labels cannot overrule it: F1 on
-synthetic 0.05 % needles is underestimated by 0.07-0.10 at 1,000 labels
-(``bench_default_needles.py``).
+(:func:`bayes_eval.models._prior.remainder_lean`: the unknown positives are there). On the logit
+scale this lean moves the prior of the predicted negatives' (small) rate up (by :math:`2^2` logits
+under a normal of sd 2; the t's bounded pull lets it go further, until the labels stop it) and the
+predicted positives' rate down: towards more missed positives and more false positives, so lower
+bounds stay conservative where the labels cannot measure a side and labels overrule it where they
+can.
+Without it flat and uninformative scores at 2 % cover only 0.89-0.91 (``bench_pooled.py``); its
+price is on needles: F1 on synthetic 0.05 % needles is underestimated by 0.07-0.10 at 1,000
+labels (``bench_default_needles.py``). Where the predicted positives' rate is tiny the factor on
+that side is negligible (:math:`\operatorname{expit}(-\ell_1) \approx 1`), and on the held-out
+InstEval needle the lean *raised* the precision bound at fixed counts (three positives found:
+0.00140 without it, 0.00147 with it, truth 0.00126; ``bench_heldout.py --sensitivity``): what it
+does to the predicted negatives reaches the other side through the shared hyperparameters.
 :math:`\beta \sim N(1, 1.5^2)` (unconstrained: a decreasing or flat curve is learned, and the
 prior bounds the slope under quasi-separation), :math:`\log\tau \sim N(\log 0.5, 1)`, 8 cells
 per side, :math:`\rho = 0.3`. Margin scores (no calibration anchor) keep independent normals:
