@@ -72,12 +72,15 @@ per side, :math:`\rho = 0.3`. Margin scores (no calibration anchor) keep indepen
 **Inference (deterministic).** Given :math:`\phi = (\alpha, \beta, \gamma, \log\tau)` the cells
 are independent; each cell's marginal likelihood is a 1-D integral over :math:`\delta_g` of a
 product of beta-binomials, computed by adaptive Gauss-Hermite quadrature with 5 nodes (3 while
-searching for the mode). The 4-D
-hyperposterior is found by damped Newton (finite-difference derivatives, vectorised over any
-leading batch axes) and integrated by self-normalised importance sampling on a fixed design of
-128 antithetic Student-t(5) nodes around the Laplace approximation (weights truncated at
-:math:`\sqrt S` times their mean, Ionides 2008). Joint draws pick a hyper-node by its weight, a
-quadrature node of every cell's deviation by its conditional weight, and then every
+searching for the mode). The 4-D hyperposterior is found by damped Newton (finite-difference
+derivatives, vectorised over any leading batch axes) and integrated by self-normalised importance
+sampling on a fixed design of 128 antithetic Student-t(5) nodes around the Laplace approximation
+(weights truncated at :math:`\sqrt S` times their mean, Ionides 2008). Its error against 32,768
+nodes (``bench_heldout.py --integration``, session 17): ``P(metric >= truth)`` off by 0.01-0.02 on
+average, up to 0.03, at natural prevalence and up to 0.13 on needles, where it narrows the lower
+tail (the InstEval needle's precision bound covers 0.923 with it, 0.987 with 32,768). Joint draws
+pick a hyper-node by its weight, a quadrature node of every cell's deviation by its conditional
+weight, and then every
 :math:`\theta_k` from its exact conditional Beta, so the strata stay dependent through the shared
 curve and cells; :func:`prob_linear_ge` mixes the Pearson type III approximation of
 :math:`\Pr(\sum_k w_k P_k \ge c)` over the same nodes (exact first three cumulants).
