@@ -48,7 +48,8 @@ __all__ = [
 #: average (up to 0.03) at natural prevalence and up to 0.13 on needles, where too few nodes
 #: reach the skewed lower tail of a side's rate found from a handful of positives; at fixed
 #: counts on such a needle 512 nodes widened 1.6 came within 3 % of the reference's precision
-#: bound (ad hoc, not adopted: it changes every posterior and quadruples this stage's cost)
+#: bound, and on real audits it fixed precision but hardly recall (``bench_heldout.txt``,
+#: session 17); not adopted: it changes every posterior and quadruples this stage's cost
 NODES = 128
 _DF = 5.0
 #: widening of the Laplace covariance for the proposal
