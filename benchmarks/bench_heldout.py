@@ -101,6 +101,12 @@ def diagnose(lp: LabelledPopulation, budget: int, reps: int) -> None:
                 + ", ".join(cells)
             )
 
+    _default_audits(lp, budget, reps, draws=4000, inspect=show)
+
+
+def _default_audits(lp: LabelledPopulation, budget: int, reps: int, draws: int, inspect) -> None:
+    """The default audits of ``lp`` (the seeds of the coverage table) up to ``budget`` labels,
+    ``inspect(done, strata, n, h, positives_draws)`` called at the budget."""
     run_audits(
         lp,
         "auto",
@@ -108,8 +114,8 @@ def diagnose(lp: LabelledPopulation, budget: int, reps: int) -> None:
         reps,
         seed=zlib.crc32(lp.name.encode()),
         batch=100,
-        draws=4000,
-        inspect=show,
+        draws=draws,
+        inspect=inspect,
     )
 
 
@@ -242,16 +248,7 @@ def integration(
     def keep(done, strata, n, h, pos):
         got["strata"], got["n"], got["h"] = strata, n.copy(), h.copy()
 
-    run_audits(
-        lp,
-        "auto",
-        (budget,),
-        reps,
-        seed=zlib.crc32(lp.name.encode()),
-        batch=100,
-        draws=200,
-        inspect=keep,
-    )
+    _default_audits(lp, budget, reps, draws=200, inspect=keep)
     strata, n, h = got["strata"], got["n"], got["h"]
     prof = profile_of_strata(strata)
     sizes = strata.sizes.astype(np.float64)
