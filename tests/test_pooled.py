@@ -166,6 +166,27 @@ def test_draws_match_beta_approximation(pop2):
     assert (np.abs(th.var(axis=0) / sd**2 - 1.0) < 5 * rel_se).all()
 
 
+def _metric_draws(p_k, sizes, pred):
+    """Precision, recall and F1 of draws ``p_k`` (D, K) of every stratum's positives."""
+    tp, fn = p_k[:, pred].sum(1), p_k[:, ~pred].sum(1)
+    fp = sizes[pred].sum() - tp
+    return {
+        "precision": tp / (tp + fp),
+        "recall": tp / (tp + fn),
+        "f1": 2 * tp / (2 * tp + fp + fn),
+    }
+
+
+def _linear(metric, t, pred, sizes):
+    """``metric >= t`` as ``sum_k w_k P_k >= c``: ``(w, c)``."""
+    npp = float(sizes[pred].sum())
+    return {
+        "precision": (np.where(pred, 1.0, 0.0), t * npp),
+        "recall": (np.where(pred, 1.0 - t, -t), 0.0),
+        "f1": (np.where(pred, 2.0 - t, -t), t * npp),
+    }[metric]
+
+
 @pytest.mark.parametrize("metric", ["precision", "recall", "f1"])
 def test_prob_linear_ge_matches_monte_carlo(pop2, metric):
     _, strata, prof, pos = pop2
@@ -175,32 +196,14 @@ def test_prob_linear_ge_matches_monte_carlo(pop2, metric):
     n, h = _labels(strata, pos, 30, rng)
     fit = fit_pooled(prof, n, h)
     th = draw_theta(fit, 40_000, rng)
-    p_k = rng.binomial(sizes - n, th) + h
-    tp = p_k[:, pred].sum(1)
-    fn = p_k[:, ~pred].sum(1)
-    fp = sizes[pred].sum() - tp
-    m = {"precision": tp / (tp + fp), "recall": tp / (tp + fn), "f1": 2 * tp / (2 * tp + fp + fn)}
-    npp = float(sizes[pred].sum())
+    m = _metric_draws(rng.binomial(sizes - n, th) + h, sizes, pred)
     for q in (0.05, 0.5, 0.95):
         t = float(np.quantile(m[metric], q))
-        w, c = {
-            "precision": (np.where(pred, 1.0, 0.0), t * npp),
-            "recall": (np.where(pred, 1.0 - t, -t), 0.0),
-            "f1": (np.where(pred, 2.0 - t, -t), t * npp),
-        }[metric]
+        w, c = _linear(metric, t, pred, sizes)
         p = float(prob_linear_ge(fit, n, h, sizes, w, c))
         # the metric is discrete (integer counts): compare with the mid-point of the atom
         mc = float(0.5 * ((m[metric] >= t).mean() + (m[metric] > t).mean()))
         assert abs(p - mc) < 0.012, (q, p, mc)
-
-
-def _linear(metric, t, pred, sizes):
-    npp = float(sizes[pred].sum())
-    return {
-        "precision": (np.where(pred, 1.0, 0.0), t * npp),
-        "recall": (np.where(pred, 1.0 - t, -t), 0.0),
-        "f1": (np.where(pred, 2.0 - t, -t), t * npp),
-    }[metric]
 
 
 @pytest.mark.parametrize("metric", ["precision", "recall", "f1"])
@@ -218,10 +221,7 @@ def test_importance_sampling_error_against_a_finer_integration(pop2, metric, mon
     n, h = _labels(strata, pos, 30, rng)
     fit = fit_pooled(prof, n, h)
     th = draw_theta(fit, 20_000, rng)
-    p_k = (sizes - n) * th + h
-    tp, fn = p_k[:, pred].sum(1), p_k[:, ~pred].sum(1)
-    fp = sizes[pred].sum() - tp
-    m = {"precision": tp / (tp + fp), "recall": tp / (tp + fn), "f1": 2 * tp / (2 * tp + fp + fn)}
+    m = _metric_draws((sizes - n) * th + h, sizes, pred)
     forms = [
         _linear(metric, float(np.quantile(m[metric], q)), pred, sizes) for q in (0.05, 0.5, 0.95)
     ]
