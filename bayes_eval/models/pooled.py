@@ -72,18 +72,17 @@ per side, :math:`\rho = 0.3`. Margin scores (no calibration anchor) keep indepen
 **Inference (deterministic).** Given :math:`\phi = (\alpha, \beta, \gamma, \log\tau)` the cells
 are independent; each cell's marginal likelihood is a 1-D integral over :math:`\delta_g` of a
 product of beta-binomials, computed by adaptive Gauss-Hermite quadrature with 5 nodes (3 while
-searching for the mode). The 4-D hyperposterior is found by damped Newton (finite-difference
-derivatives, vectorised over any leading batch axes) and integrated by self-normalised importance
-sampling on a fixed design of 128 antithetic Student-t(5) nodes around the Laplace approximation
-(weights truncated at :math:`\sqrt S` times their mean, Ionides 2008). Its error against 32,768
-nodes (``bench_heldout.py --integration``, session 17): ``P(metric >= truth)`` off by 0.01-0.02 on
-average, up to 0.03, at natural prevalence and up to 0.13 on needles, where it narrows the lower
-tail (the InstEval needle's precision bound covers 0.923 with it, 0.987 with 32,768). Joint draws
-pick a hyper-node by its weight, a quadrature node of every cell's deviation by its conditional
-weight, and then every
-:math:`\theta_k` from its exact conditional Beta, so the strata stay dependent through the shared
-curve and cells; :func:`prob_linear_ge` mixes the Pearson type III approximation of
-:math:`\Pr(\sum_k w_k P_k \ge c)` over the same nodes (exact first three cumulants).
+searching for the mode). The 4-D hyperposterior is found by damped Newton (finite differences,
+vectorised over batch axes) and integrated by self-normalised importance sampling on a fixed
+randomised quasi-Monte Carlo design: 512 Student-t(5) nodes from a scrambled Sobol' sequence
+around the Laplace approximation widened 1.5x (weights truncated at :math:`\sqrt S` times their
+mean, Ionides 2008; its error: :mod:`~bayes_eval.models._laplace`; 128 plain Monte Carlo nodes
+until session 17 made a real needle's precision bound cover 0.923).
+Joint draws pick a hyper-node by its weight, a quadrature node of every cell's deviation by its
+conditional weight, and then every :math:`\theta_k` from its exact conditional Beta, so the
+strata stay dependent through the shared curve and cells; :func:`prob_linear_ge` mixes the
+Pearson type III law of :math:`\Pr(\sum_k w_k P_k \ge c)` over the same nodes (exact first
+three cumulants).
 
 References
 ----------
@@ -300,10 +299,9 @@ def _layout(profile: ScoreProfile, hp: Hyperpriors) -> CellLayout:
     return cell_layout(profile.side_share, profile.predicted, order, hp.cells)
 
 
-#: engine of :func:`_log_post`: ``"numba"`` (the compiled kernel of
-#: :mod:`bayes_eval.models._kernels`) or ``"numpy"`` (the reference implementation, the
-#: vectorised :func:`~bayes_eval.models._cells.curve_logit` and
-#: :func:`~bayes_eval.models._cells.cell_integrals`; same mathematics, kept for the tests)
+#: engine of :func:`_log_post`: ``"numba"`` (the compiled kernel of :mod:`._kernels`) or
+#: ``"numpy"`` (the reference implementation, :func:`._cells.curve_logit` and
+#: :func:`._cells.cell_integrals`; same mathematics, kept for the tests)
 ENGINES = ("numba", "numpy")
 _ENGINE = "numba"
 
@@ -427,10 +425,9 @@ def fit_pooled(
 ) -> PooledFit:
     """Fit the pooled model to labels ``n`` and positives ``h`` of shape ``(..., K)``.
 
-    Deterministic: damped Newton on the 4-D log hyperposterior, then importance sampling on a
-    fixed design of 128 nodes (module docstring). Strata without labels are allowed (they only
-    receive the curve); all-negative or all-positive labels are handled by the proper
-    hyperpriors (every output finite).
+    Deterministic: Newton on the 4-D log hyperposterior, then importance sampling on fixed
+    nodes (module docstring). Strata without labels only receive the curve; all-negative or
+    all-positive labels are handled by the proper hyperpriors (every output finite).
 
     Parameters
     ----------
@@ -444,8 +441,7 @@ def fit_pooled(
         the curve is flat (posterior sd of ``beta`` below half its prior sd and
         ``P(beta > 0) < 0.9``); the flag is in ``fit.informative`` either way.
     init : array (..., 4), optional
-        Starting point of the Newton search (e.g. the ``mode`` of the previous fit in an audit
-        loop); defaults to the prior mean. Only the speed depends on it.
+        Start of the Newton search (e.g. the previous fit's ``mode``; default the prior mean).
 
     Returns
     -------

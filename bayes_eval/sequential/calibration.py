@@ -548,8 +548,9 @@ def _curve(prob: np.ndarray, schedule: np.ndarray, grid: np.ndarray) -> xr.Datas
 #: directional, ``models._prior.side_lean``; 7: the lean reads each side's unlabelled items,
 #: ``models._prior.remainder_lean``; 8: the side intercepts' Student-t tails,
 #: ``models._prior.intercept_log_density``; 9: the family's ``bump_neg`` and ``flat_neg``
-#: truths, :data:`~bayes_eval.sequential.truths.PROFILES`)
-CALIBRATION_VERSION = 9
+#: truths, :data:`~bayes_eval.sequential.truths.PROFILES`; 10: the pooled model's importance
+#: design, 512 scrambled Sobol' nodes, ``models._laplace``)
+CALIBRATION_VERSION = 10
 
 
 def calibration_key(**parts: Any) -> str:
