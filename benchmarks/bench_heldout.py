@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from bayes_eval.datasets import LabelledPopulation
+from bayes_eval.models import _laplace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_pooled import (
@@ -127,26 +128,6 @@ def _default_audits(lp: LabelledPopulation, budget: int, reps: int, draws: int, 
 #: 17's reference) were off by up to 0.014
 REFERENCE = (131_072, 3.0, 20_261_125)
 
-
-@contextlib.contextmanager
-def _integration(nodes: int, scale: float, seed: int | None = None):
-    """Fit the pooled model with ``nodes`` importance nodes widened by ``scale``, the design
-    scrambled with ``seed`` (default: the model's; the module constants of
-    :mod:`bayes_eval.models._laplace`, restored on exit)."""
-    from bayes_eval.models import _laplace
-
-    old = _laplace.NODES, _laplace.SCALE, _laplace.DESIGN_SEED
-    _laplace.NODES, _laplace.SCALE = int(nodes), float(scale)
-    if seed is not None:
-        _laplace.DESIGN_SEED = int(seed)
-    _laplace._DESIGNS.clear()
-    try:
-        yield
-    finally:
-        _laplace.NODES, _laplace.SCALE, _laplace.DESIGN_SEED = old
-        _laplace._DESIGNS.clear()
-
-
 #: hyperprior variants of :func:`sensitivity` (name, Hyperpriors fields, power of the lean)
 VARIANTS: tuple[tuple[str, dict, float], ...] = (
     ("default", {}, 1.0),
@@ -223,7 +204,7 @@ def sensitivity(lp: LabelledPopulation, per_stratum: tuple[int, int], draws: int
             for _, fields, lean in VARIANTS:
                 pooled.LEAN_POWER = lean
                 own = quantile(h, fields)
-                with _integration(*REFERENCE):
+                with _laplace.integration(*REFERENCE):
                     ref = quantile(h, fields)
                 cells.append(f"{own:.5f} / {ref:.5f}".rjust(22))
             print(f"{name:<16}" + "".join(cells), flush=True)
@@ -261,14 +242,14 @@ def integration(
     truth = np.asarray(lp.truth, dtype=float)
     positives = np.bincount(strata.assignment, weights=truth, minlength=sizes.size)
     true_m = metrics_of(positives, sizes, pred)
-    with contextlib.nullcontext() if own is None else _integration(*own):
+    with contextlib.nullcontext() if own is None else _laplace.integration(*own):
         fit_own = fit_pooled(prof, n, h, warn=False)
     forms = {}
     for m in METRICS3:
         w, c = linear_form(m, true_m[m], pred, sizes)
         forms[m] = (w, c + 0.5 * np.min(np.abs(w[w != 0])))  # half a step above the truth
     p_ref = {m: np.empty(reps) for m in METRICS3}
-    with _integration(*REFERENCE):
+    with _laplace.integration(*REFERENCE):
         for r in range(reps):  # one at a time: a reference fit holds ~250 MB
             fit = fit_pooled(prof, n[r], h[r], warn=False)
             for m, (w, c) in forms.items():
@@ -343,8 +324,6 @@ def main() -> None:
             )
     if args.integration is not None:
         names = args.integration or [p for b in SOURCES for p in (b, f"needle {b}")]
-        from bayes_eval.models import _laplace
-
         own = None if args.own is None else (int(args.own[0]), float(args.own[1]))
         nodes, scale = own or (_laplace.NODES, _laplace.SCALE)
         print(

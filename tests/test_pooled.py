@@ -10,6 +10,7 @@ import pytest
 
 import bayes_eval as be
 from bayes_eval import datasets
+from bayes_eval.models import _laplace
 from bayes_eval.models._profile import ScoreProfile, profile_of_strata, score_profile
 from bayes_eval.models.pooled import (
     Hyperpriors,
@@ -206,17 +207,6 @@ def test_prob_linear_ge_matches_monte_carlo(pop2, metric):
         assert abs(p - mc) < 0.012, (q, p, mc)
 
 
-def _integrated(monkeypatch, nodes, scale, seed, design=None):
-    from bayes_eval.models import _laplace
-
-    monkeypatch.setattr(_laplace, "NODES", nodes)
-    monkeypatch.setattr(_laplace, "SCALE", scale)
-    monkeypatch.setattr(_laplace, "DESIGN_SEED", seed)
-    monkeypatch.setattr(_laplace, "_DESIGNS", {})
-    if design is not None:
-        monkeypatch.setattr(_laplace, "_design", design)
-
-
 def _plain_monte_carlo(d):
     """Session 17's design: 128 antithetic plain Monte Carlo Student-t(5) vectors."""
     z = np.random.default_rng(20_261_123).standard_normal((64, d))
@@ -248,11 +238,10 @@ def test_importance_sampling_error_against_a_finer_integration(pop2, metric, mon
         return np.array([float(prob_linear_ge(f, n, h, sizes, w, c)) for w, c in forms])
 
     own = probs(fit)
-    with monkeypatch.context() as mp:
-        _integrated(mp, 16_384, 3.0, 7)
+    with _laplace.integration(16_384, 3.0, seed=7):
         ref = probs(fit_pooled(prof, n, h))
-    with monkeypatch.context() as mp:
-        _integrated(mp, 128, 1.3, 0, _plain_monte_carlo)
+    with _laplace.integration(128, 1.3), monkeypatch.context() as mp:
+        mp.setattr(_laplace, "_design", _plain_monte_carlo)
         old = probs(fit_pooled(prof, n, h))
     assert np.abs(own - ref).max() < 0.01, (own, ref)
     assert np.abs(old - ref).max() > 0.01, (old, ref)

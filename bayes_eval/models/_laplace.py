@@ -26,8 +26,9 @@ hyperparameters), JRSS B 71.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 from scipy import special
@@ -43,6 +44,7 @@ __all__ = [
     "gradient",
     "importance_nodes",
     "importance_weights",
+    "integration",
     "neg_inverse",
     "newton",
     "stencil",
@@ -234,6 +236,23 @@ def importance_nodes(mode: np.ndarray, cov: np.ndarray) -> tuple[np.ndarray, np.
     eps, log_q = _DESIGNS[d]
     chol = np.linalg.cholesky(cov * SCALE**2)
     return mode[..., None, :] + np.einsum("...ij,sj->...si", chol, eps), log_q
+
+
+@contextlib.contextmanager
+def integration(nodes: int, scale: float, seed: int | None = None) -> Iterator[None]:
+    """Fit with ``nodes`` importance nodes widened by ``scale``, the design scrambled with
+    ``seed`` (default :data:`DESIGN_SEED`), within the block: for measuring the integration
+    against a finer one (benchmarks, tests). Sets the module constants and restores them."""
+    global NODES, SCALE, DESIGN_SEED
+    old = NODES, SCALE, DESIGN_SEED
+    NODES, SCALE = int(nodes), float(scale)
+    DESIGN_SEED = old[2] if seed is None else int(seed)
+    _DESIGNS.clear()
+    try:
+        yield
+    finally:
+        NODES, SCALE, DESIGN_SEED = old
+        _DESIGNS.clear()
 
 
 def importance_weights(log_p: np.ndarray, log_q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
