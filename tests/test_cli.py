@@ -79,6 +79,8 @@ def _init(audit, scores, *extra: str):
         "equal_size",
         "--seed",
         "0",
+        "--budget",  # a 200-label plan: ten looks to simulate, not a hundred
+        "200",
         *extra,
     )
 

@@ -321,7 +321,8 @@ def test_audit_without_a_preregistered_claim(world):
     from bayes_eval.cli._directory import _load_population
 
     root, _ = world
-    made = _init(world, "claimed", "--target", "0.3", "--design", "proportional")
+    made = _init(world, "claimed", "--target", "0.3", "--design", "proportional",
+                 "--budget", "200")  # fmt: skip
     meta = json.loads((made / "cli.json").read_text())
     pop = _load_population(meta["population"])
     strata = be.stratify(pop, method="equal_size", n_strata=3, rng=0)
