@@ -428,9 +428,10 @@ def real_part(reps, oasis_reps, budgets=(300, 1000), n_strata=10, method="equal_
             )
 
 
-def _nuts_fn_draws(prof, layout, n, h, hp, prior, seed, draws=1000, chains=2):
+def _nuts_fn_draws(prof, layout, n, h, hp, prior, seed, draws=1000, chains=4):
     """NUTS (nutpie) on the same pooled model: the cell deviations sampled, the stratum rates
-    integrated out by the beta-binomial; returns joint draws of theta (draws * chains, K).
+    integrated out by the beta-binomial; returns joint draws of theta (chains, draws, K)
+    (chains kept apart for the R-hat) and the number of divergences.
     The hyperprior is the fit's own (``Prior.log_density``: mean-anchored side intercepts,
     Catmull-Rom anchors; the sceptical lean on the mean curve rates of each side's unlabelled
     items, ``remainder_lean``), written in pytensor as a potential (the lean by the model's own
@@ -500,8 +501,8 @@ def _nuts_fn_draws(prof, layout, n, h, hp, prior, seed, draws=1000, chains=2):
     tr = nutpie.sample(
         compiled, draws=draws, tune=1000, chains=chains, cores=1, seed=seed, progress_bar=False
     )
-    a = tr.posterior["a"].values.reshape(-1, n.size)
-    b = tr.posterior["b"].values.reshape(-1, n.size)
+    a = tr.posterior["a"].values  # (chains, draws, K)
+    b = tr.posterior["b"].values
     gen = np.random.default_rng(seed)
     div = int(tr.sample_stats["diverging"].values.sum())
     return gen.beta(a + h, b + n - h), div
@@ -510,13 +511,15 @@ def _nuts_fn_draws(prof, layout, n, h, hp, prior, seed, draws=1000, chains=2):
 def nuts_check(seed=5):
     """The deterministic fit against NUTS on the same model (issue 13: agreement within Monte
     Carlo error on battery cases)."""
+    from arviz_stats.base import array_stats
+
     from bayes_eval.models._prior import prior_of
     from bayes_eval.models.pooled import Hyperpriors, _layout
 
-    print("\n## NUTS (nutpie) check: the same model, deterministic fit vs NUTS (2 x 1000 draws)")
+    print("\n## NUTS (nutpie) check: the same model, deterministic fit vs NUTS (4 x 1000 draws)")
     print(
         f"{'case':<28}{'quantity':<10}{'fit mean':>10}{'NUTS mean':>11}{'fit sd':>9}"
-        f"{'NUTS sd':>9}{'z(mean)':>9}{'fit q05':>9}{'NUTS q05':>9}"
+        f"{'NUTS sd':>9}{'z(mean)':>9}{'fit q05':>9}{'NUTS q05':>9}{'R-hat':>7}{'ESS':>6}"
     )
     cases = [
         ("0.02 none K=10", 0.02, "none", 5, 30),
@@ -548,14 +551,17 @@ def nuts_check(seed=5):
         for name, sel in (("FN", ~pred), ("TP", pred)):
             out = []
             for th in (th_fit, th_nuts):
-                p = (gen.binomial(sizes - n, th) + h)[:, sel].sum(axis=1)
-                out.append((p.mean(), p.std(), np.quantile(p, 0.05), p.size))
-            (m1, s1, q1, _), (m2, s2, q2, r2) = out
-            # MC s.e. of the NUTS mean with an ESS of ~r/2 (autocorrelation), plus the fit's
-            z = (m1 - m2) / np.sqrt(s2**2 / (r2 / 2) + s1**2 / 20_000)
+                p = (gen.binomial(sizes - n, th) + h)[..., sel].sum(axis=-1)
+                out.append((p.mean(), p.std(), np.quantile(p, 0.05), p))
+            (m1, s1, q1, _), (m2, s2, q2, chains) = out
+            # MC s.e. of the NUTS mean from its bulk ESS over the chains, plus the fit's; a
+            # chain stuck elsewhere shows as R-hat > 1.01 (then the NUTS column is no reference)
+            rhat = float(array_stats.rhat(chains, chain_axis=-2, draw_axis=-1))
+            ess = float(array_stats.ess(chains, chain_axis=-2, draw_axis=-1))
+            z = (m1 - m2) / np.sqrt(s2**2 / ess + s1**2 / 20_000)
             print(
                 f"{label:<28}{name:<10}{m1:>10.1f}{m2:>11.1f}{s1:>9.1f}{s2:>9.1f}{z:>9.2f}"
-                f"{q1:>9.1f}{q2:>9.1f}",
+                f"{q1:>9.1f}{q2:>9.1f}{rhat:>7.3f}{ess:>6.0f}",
                 flush=True,
             )
         print(f"{'':<28}(NUTS divergences: {div})")
