@@ -439,3 +439,22 @@ def test_pooled_look_model_gives_the_design_the_allocation_rates_of_its_last_ref
     for r, mean, conc in between:
         np.testing.assert_allclose(mean, refits[r - 1][3].design_rate, rtol=1e-9)
         np.testing.assert_allclose(conc, ALLOCATION_PSEUDO_LABELS, rtol=1e-9)
+
+
+def test_pooled_look_model_refits_in_chunks_give_the_same_paths(monkeypatch):
+    """A refit fits the distinct count rows in chunks (memory); the paths do not depend on the
+    chunk size: every row is fitted on its own."""
+    from bayes_eval.sequential import _paths
+
+    lp = be.datasets.synthetic(20_000, prevalence=0.2, separation=2.5, miscalibration="flat", rng=5)
+    st = be.stratify(lp.population, n_strata=4)
+    design = make_design("posterior_variance")
+    seen = _record_refits(monkeypatch)
+    monkeypatch.setattr(_paths, "REFIT_CHUNK", 10**9)
+    whole = _pooled_paths(lp, st, target=0.7, design=design, n_sims=60, rng=2)
+    rows = max(np.unique(np.concatenate([n, h], axis=1), axis=0).shape[0] for _, n, h, _ in seen)
+    assert rows > 20  # several chunks below
+    monkeypatch.setattr(_paths, "REFIT_CHUNK", 7)
+    np.testing.assert_array_equal(
+        _pooled_paths(lp, st, target=0.7, design=design, n_sims=60, rng=2), whole
+    )
