@@ -74,10 +74,6 @@ class LinearFormNodes:
         strata they keep the strata's dependence through the shared curve."""
         return _mix_cumulants(self.weight, self.k1, self.k2, self.k3, axis=-1)
 
-    def take(self, index: np.ndarray) -> LinearFormNodes:
-        """The rows ``index`` of a ``(R, S)`` batch."""
-        return LinearFormNodes(self.weight[index], self.k1[index], self.k2[index], self.k3[index])
-
 
 def _mix_cumulants(
     p: np.ndarray, c1: np.ndarray, c2: np.ndarray, c3: np.ndarray, axis: int
