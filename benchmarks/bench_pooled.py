@@ -513,8 +513,9 @@ def nuts_check(seed=5):
     Carlo error on battery cases)."""
     from arviz_stats.base import array_stats
 
+    from bayes_eval.models._hyperposterior import layout_of
     from bayes_eval.models._prior import prior_of
-    from bayes_eval.models.pooled import Hyperpriors, _layout
+    from bayes_eval.models.pooled import Hyperpriors
 
     print("\n## NUTS (nutpie) check: the same model, deterministic fit vs NUTS (4 x 1000 draws)")
     print(
@@ -544,7 +545,7 @@ def nuts_check(seed=5):
         n = np.minimum(per, sizes)
         h = gen.hypergeometric(pos, sizes - pos, n)
         hp = Hyperpriors()
-        layout = _layout(prof, hp)
+        layout = layout_of(prof, hp)
         th_nuts, div = _nuts_fn_draws(prof, layout, n, h, hp, prior_of(prof, hp), seed)
         fit = fit_pooled(prof, n, h, warn=False)
         th_fit = draw_theta(fit, 20_000, gen)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bayes_eval.models import _cells, _kernels, _linear_form, pooled
+from bayes_eval.models import _cells, _hyperposterior, _kernels, _linear_form, pooled
 from bayes_eval.models._profile import score_profile
 from bayes_eval.models.pooled import Hyperpriors, beta_approximation, fit_pooled
 
@@ -65,15 +65,15 @@ def test_kernel_matches_numpy_reference(k, n_pos, cells, scores, keep, nodes):
     rng = np.random.default_rng(k * 1000 + cells + nodes)
     prof = _profile(rng, k, n_pos, scores)
     hp = Hyperpriors(cells=cells)
-    lay = pooled._layout(prof, hp)
-    prior = pooled.prior_of(prof, hp)
+    lay = _hyperposterior.layout_of(prof, hp)
+    prior = _hyperposterior.prior_of(prof, hp)
     n, h = _counts(rng, 9, k)
     n[4, : k // 2] = prof.sizes[: k // 2]  # censused strata drop out of the lean
     n[5, prof.predicted] = prof.sizes[prof.predicted]  # a side without unlabelled items
     phi = _phi(rng, prior.start(), prior.sd, 9, 24)
     args = (phi, prof, lay, n[:, None, :], h[:, None, :], prior, hp.nugget_sd)
-    lp_c, ci_c, lean_c = pooled._log_post(*args, keep=keep, nodes=nodes, engine="numba")
-    lp_r, ci_r, lean_r = pooled._log_post(*args, keep=keep, nodes=nodes, engine="numpy")
+    lp_c, ci_c, lean_c = _hyperposterior.log_post(*args, keep=keep, nodes=nodes, engine="numba")
+    lp_r, ci_r, lean_r = _hyperposterior.log_post(*args, keep=keep, nodes=nodes, engine="numpy")
     assert lp_c.shape == lp_r.shape == lean_c.shape == (9, 24)
     assert np.isfinite(lp_r).all()
     assert _rel(lp_c, lp_r).max() < RTOL
@@ -96,15 +96,15 @@ def test_kernel_broadcasts_batch_axes_like_the_reference():
     rng = np.random.default_rng(3)
     prof = _profile(rng, 6, 2)
     hp = Hyperpriors()
-    lay = pooled._layout(prof, hp)
-    prior = pooled.prior_of(prof, hp)
+    lay = _hyperposterior.layout_of(prof, hp)
+    prior = _hyperposterior.prior_of(prof, hp)
     n, h = _counts(rng, 6, 6)
     nn, hh = n.reshape(2, 3, 1, 6), h.reshape(2, 3, 1, 6)
     phi = _phi(rng, prior.start(), prior.sd, 1, 10)[0]  # (P, 4) shared by every row
     for args in ((phi, nn, hh), (phi[None, None], nn, hh), (phi, n[0, None], h[0, None])):
         full = (args[0], prof, lay, args[1], args[2], prior, hp.nugget_sd)
-        lp_c, ci_c, _ = pooled._log_post(*full, keep=True, engine="numba")
-        lp_r, ci_r, _ = pooled._log_post(*full, keep=True, engine="numpy")
+        lp_c, ci_c, _ = _hyperposterior.log_post(*full, keep=True, engine="numba")
+        lp_r, ci_r, _ = _hyperposterior.log_post(*full, keep=True, engine="numpy")
         assert lp_c.shape == lp_r.shape
         assert ci_c.a.shape == ci_r.a.shape
         assert _rel(lp_c, lp_r).max() < RTOL
@@ -149,8 +149,8 @@ def test_fit_agrees_with_the_numpy_engine(monkeypatch):
     n = np.minimum(n, prof.sizes)
     h = np.minimum(h, n)
     fits = {}
-    for engine in pooled.ENGINES:
-        monkeypatch.setattr(pooled, "_ENGINE", engine)
+    for engine in _hyperposterior.ENGINES:
+        monkeypatch.setattr(_hyperposterior, "_ENGINE", engine)
         fits[engine] = fit_pooled(prof, n, h, warn=False)
     c, r = fits["numba"], fits["numpy"]
     gap = np.abs(c.mode - r.mode).max(axis=-1)
@@ -176,11 +176,11 @@ def test_bad_engine():
     rng = np.random.default_rng(6)
     prof = _profile(rng, 4, 1)
     hp = Hyperpriors()
-    lay = pooled._layout(prof, hp)
-    prior = pooled.prior_of(prof, hp)
+    lay = _hyperposterior.layout_of(prof, hp)
+    prior = _hyperposterior.prior_of(prof, hp)
     z = np.zeros((1, 4))
     with pytest.raises(ValueError, match="engine='fortran' is not allowed; allowed: numba"):
-        pooled._log_post(prior.start()[None], prof, lay, z, z, prior, 0.3, engine="fortran")
+        _hyperposterior.log_post(prior.start()[None], prof, lay, z, z, prior, 0.3, engine="fortran")
 
 
 @pytest.mark.parametrize("finite", [True, False])
@@ -206,6 +206,42 @@ def test_linear_form_kernel_matches_numpy_reference(k, n_pos, cells, finite):
     assert m1.shape == m2.shape == m3.shape == (6,) and (m2 >= 0).all()
     p = nodes.prob(m1 + np.sqrt(m2))
     assert ((p >= 0) & (p <= 1)).all() and np.isfinite(p).all()
+
+
+@pytest.mark.parametrize("finite", [True, False])
+@pytest.mark.parametrize(("k", "n_pos", "cells"), [(12, 3, 8), (30, 6, 2), (10, 5, 8)])
+def test_look_refit_is_the_full_fit_without_its_betas(k, n_pos, cells, finite):
+    """The look model's refit (per-node summaries formed in the kernel) gives the full fit's
+    hyper-mode exactly, its linear-form cumulants to 1e-9 and its marginal-prior Betas to 1e-6
+    (the same formulas summed in another order), on needle counts with shared cells and a warm
+    start."""
+    from bayes_eval.models import marginal_prior
+    from bayes_eval.models._look import look_refit
+
+    rng = np.random.default_rng(13)
+    prof = _profile(rng, k, n_pos)
+    n, h = _counts(rng, 6, k)
+    n = np.minimum(n, prof.sizes)
+    h = np.minimum(h, n)
+    hp = Hyperpriors(cells=cells)
+    w = np.where(prof.predicted, 1.3, -0.7)
+    init = np.tile([-3.0, 1.0, 2.0, -0.7], (6, 1))
+    fit = fit_pooled(prof, n, h, hyperpriors=hp, warn=False, init=init)
+    look = look_refit(prof, n, h, w, finite_population=finite, hyperpriors=hp, init=init)
+    np.testing.assert_array_equal(look.mode, fit.mode)
+    want_a, want_b = marginal_prior(fit)
+    # a Beta matched to a variance found as E[theta^2] - m^2: near h = n = 2,000 the variance is
+    # ~1e-7 of m^2, so both sums carry relative errors of ~1e-8 there, and A - h (the prior)
+    # up to ~4e-7 (measured)
+    np.testing.assert_allclose(look.prior_a, want_a, rtol=1e-6)
+    np.testing.assert_allclose(look.prior_b, want_b, rtol=1e-6)
+    ref = pooled.linear_form_nodes(fit, n, h, prof.sizes, w, finite_population=finite)
+    np.testing.assert_array_equal(look.nodes.weight, ref.weight)
+    for got, want in zip(look.nodes.mixture(), ref.mixture(), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9 * np.abs(want).max())
+    for got, want in ((look.nodes.k1, ref.k1), (look.nodes.k2, ref.k2), (look.nodes.k3, ref.k3)):
+        scale = np.abs(want).max(axis=-1, keepdims=True)
+        assert (np.abs(got - want) <= 1e-9 * scale).all()
 
 
 def test_linear_form_mixture_is_the_joint_posterior_law():

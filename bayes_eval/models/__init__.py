@@ -198,7 +198,7 @@ def marginal_prior(fit: Any) -> tuple[np.ndarray, np.ndarray]:
     moment-matched marginal posterior (:func:`bayes_eval.models.pooled.beta_approximation`
     minus the counts, floored at 1e-3), each ``(..., K)``: the look model of the simulated
     audits (:mod:`bayes_eval.sequential._paths`)."""
+    from ._moment_kernels import conjugate_prior
     from .pooled import beta_approximation
 
-    big_a, big_b = beta_approximation(fit)
-    return np.maximum(big_a - fit.h, 1e-3), np.maximum(big_b - (fit.n - fit.h), 1e-3)
+    return conjugate_prior(*beta_approximation(fit), fit.n, fit.h)

@@ -32,7 +32,7 @@ hyperprior:
 The fits evaluate these with the compiled kernel :mod:`bayes_eval.models._kernels` (the same
 formulas, fused per hyper-node, no temporaries); :func:`curve_logit` and :func:`cell_integrals`
 here are the vectorised numpy reference it is tested against
-(``pooled._log_post(..., engine="numpy")``).
+(``_hyperposterior.log_post(..., engine="numpy")``).
 
 References
 ----------

@@ -12,7 +12,7 @@ them over its quadrature nodes (law of total cumulance) and the cells add. From 
   the strata's dependence through the shared curve (the sequential calibration's look model,
   :mod:`bayes_eval.sequential._paths`).
 
-The per-node pass is compiled (:func:`bayes_eval.models._kernels.node_linear_moments`); the
+The per-node pass is compiled (:func:`bayes_eval.models._moment_kernels.node_linear_moments`); the
 numpy reference :func:`_node_linear_cumulants_reference` is what the tests hold it to.
 Callers check the fit (a ``PooledFit``; not imported here, which keeps the modules acyclic):
 :func:`bayes_eval.models.pooled.prob_linear_ge` and
@@ -91,9 +91,9 @@ def node_cumulants(
     fit: Any, n: Any, h: Any, sizes: Any, w: Any, finite_population: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Cumulants of ``sum_k w_k P_k`` at each hyper-node, each ``(..., S)`` (compiled:
-    :func:`bayes_eval.models._kernels.node_linear_moments`; the tests hold it to
+    :func:`bayes_eval.models._moment_kernels.node_linear_moments`; the tests hold it to
     :func:`_node_linear_cumulants_reference`)."""
-    from ._kernels import node_linear_moments
+    from ._moment_kernels import node_linear_moments
 
     return node_linear_moments(
         fit.weight,

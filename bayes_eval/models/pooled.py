@@ -104,19 +104,11 @@ import numpy as np
 
 from .._validation import as_generator
 from . import _linear_form
-from ._cells import (
-    QUAD_NODES,
-    SEARCH_NODES,
-    CellIntegrals,
-    CellLayout,
-    cell_integrals,
-    cell_layout,
-    curve_logit,
-    gauss_hermite_rule,
-)
-from ._laplace import importance_nodes, importance_weights, neg_inverse, newton
+from ._cells import CellLayout
+from ._hyperposterior import hyper_stage, log_post
+from ._laplace import importance_weights
 from ._linear_form import LinearFormNodes
-from ._prior import LEAN_POWER, Prior, labels_weight, prior_of, remainder_lean
+from ._prior import labels_weight
 from ._profile import ScoreProfile, score_profile_of
 
 if TYPE_CHECKING:
@@ -224,10 +216,6 @@ class Hyperpriors:
         )
 
 
-#: dimension of the hyperparameter vector (alpha, beta, gamma, log tau)
-_D = 4
-
-
 @dataclass(frozen=True, slots=True)
 class PooledFit:
     """A fit of the pooled model (batch shape ``(...)``, S hyper-nodes, K strata).
@@ -291,127 +279,12 @@ class PooledFit:
         return self.weight[..., None, None] * self.node_weight[..., self.layout.cell]
 
 
-# ----------------------------------------------------------------------------- kernel
-
-
-def _layout(profile: ScoreProfile, hp: Hyperpriors) -> CellLayout:
-    order = (profile.x * profile.weight).sum(axis=-1)
-    return cell_layout(profile.side_share, profile.predicted, order, hp.cells)
-
-
-#: engine of :func:`_log_post`: ``"numba"`` (the compiled kernel of :mod:`._kernels`) or
-#: ``"numpy"`` (the reference implementation, :func:`._cells.curve_logit` and
-#: :func:`._cells.cell_integrals`; same mathematics, kept for the tests)
-ENGINES = ("numba", "numpy")
-_ENGINE = "numba"
-
-
-def _log_post(
-    phi: np.ndarray,
-    profile: ScoreProfile,
-    layout: CellLayout,
-    n: np.ndarray,
-    h: np.ndarray,
-    prior: Prior,
-    nugget: float,
-    keep: bool = False,
-    nodes: int = QUAD_NODES,
-    engine: str | None = None,
-) -> tuple[np.ndarray, CellIntegrals, np.ndarray]:
-    """Log hyperposterior (up to a constant) at ``phi`` (..., P, 4); ``n, h`` (..., 1, K).
-
-    Returns it with the cell integrals and the sceptical lean it contains (``LEAN_POWER`` times
-    :func:`~bayes_eval.models._prior.remainder_lean`, 0 for margin priors), each ``(..., P)``.
-    ``engine`` (default ``_ENGINE``) picks the compiled kernel or the numpy reference
-    (:data:`ENGINES`).
-    """
-    engine = _ENGINE if engine is None else engine
-    side = profile.predicted.astype(np.float64)
-    if engine == "numba":
-        from . import _kernels
-
-        batch = np.broadcast_shapes(phi.shape[:-2], n.shape[:-2], h.shape[:-2])
-        npt, k = phi.shape[-2], n.shape[-1]
-        ph = np.broadcast_to(phi, (*batch, npt, _D)).reshape(-1, npt, _D)
-        nr = np.broadcast_to(n, (*batch, 1, k)).reshape(-1, k)
-        hr = np.broadcast_to(h, (*batch, 1, k)).reshape(-1, k)
-        gh_x, gh_logw = gauss_hermite_rule(nodes)
-        lean, ll, nw, a, b = _kernels.log_post(
-            ph,
-            nr,
-            hr,
-            x=profile.x,
-            weight=profile.weight,
-            side=side,
-            center=profile.center,
-            cell=layout.cell,
-            share=layout.share,
-            sizes=profile.sizes,
-            nugget=nugget,
-            gh_x=gh_x,
-            gh_logw=gh_logw,
-            keep=keep,
-        )
-        q, g = gh_x.shape[0], layout.n_cells
-        ci = CellIntegrals(
-            ll.reshape(*batch, npt),
-            None if nw is None else nw.reshape(*batch, npt, q, g),
-            None if a is None else a.reshape(*batch, npt, q, k),
-            None if b is None else b.reshape(*batch, npt, q, k),
-        )
-        lean = lean.reshape(*batch, npt)
-    elif engine == "numpy":
-        ebar = curve_logit(phi, profile.x, profile.weight, side, profile.center)
-        sigma = np.exp(phi[..., 3])[..., None] / np.sqrt(layout.share)
-        ci = cell_integrals(ebar, sigma, n, h, layout, nugget, keep=keep, nodes=nodes)
-        lean = remainder_lean(ebar, profile.sizes - n, profile.predicted)
-    else:
-        raise ValueError(f"engine={engine!r} is not allowed; allowed: {', '.join(ENGINES)}")
-    lean = LEAN_POWER * lean if prior.anchored else np.zeros_like(ci.log_lik)
-    lp = ci.log_lik + prior.log_density(phi) + lean
-    return np.where(np.isfinite(lp), lp, -np.inf), ci, lean
-
-
-def _check_counts(profile: ScoreProfile, n: Any, h: Any) -> tuple[np.ndarray, np.ndarray]:
-    k = profile.n_strata
-    out = []
-    for name, v in (("n", n), ("h", h)):
-        arr = np.asarray(v)
-        if arr.ndim == 0 or arr.shape[-1] != k:
-            raise ValueError(f"{name} has shape {arr.shape}; allowed: (..., {k}), one per stratum")
-        if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
-            raise ValueError(f"{name} has dtype {arr.dtype}; allowed: integer counts")
-        arr = arr.astype(np.float64)
-        if not np.isfinite(arr).all() or (arr != np.round(arr)).any():
-            raise ValueError(f"{name} contains non-integer values; allowed: integer counts")
-        out.append(arr)
-    n, h = np.broadcast_arrays(*out)
-    if (n < 0).any() or (h < 0).any() or (h > n).any() or (n > profile.sizes).any():
-        raise ValueError("counts must satisfy 0 <= h_k <= n_k <= N_k for every stratum")
-    return np.ascontiguousarray(n), np.ascontiguousarray(h)
-
-
-def _search(
-    x: np.ndarray,
-    profile: ScoreProfile,
-    layout: CellLayout,
-    nn: np.ndarray,
-    hh: np.ndarray,
-    prior: Prior,
-    nugget: float,
-    lam_min: float,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Modes and Hessians of the log hyperposterior of every row of ``x`` (R, 4)
-    (:func:`bayes_eval.models._laplace.newton`, quadrature with ``SEARCH_NODES``)."""
-    k = nn.shape[-1]
-    nn, hh = nn.reshape(-1, 1, k), hh.reshape(-1, 1, k)
-
-    def log_post(p: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        return _log_post(p, profile, layout, nn[rows], hh[rows], prior, nugget, nodes=SEARCH_NODES)[
-            0
-        ]
-
-    return newton(x, log_post, lam_min)
+# ----------------------------------------------------------------------------- fit
+def _check_hyperpriors(hyperpriors: Any) -> Hyperpriors:
+    hp = Hyperpriors() if hyperpriors is None else hyperpriors
+    if not isinstance(hp, Hyperpriors):
+        raise TypeError(f"hyperpriors has type {type(hp).__name__}; allowed: a Hyperpriors")
+    return hp
 
 
 def fit_pooled(
@@ -463,29 +336,12 @@ def fit_pooled(
     """
     if not isinstance(profile, ScoreProfile):
         raise TypeError(f"profile has type {type(profile).__name__}; allowed: a ScoreProfile")
-    hp = Hyperpriors() if hyperpriors is None else hyperpriors
-    if not isinstance(hp, Hyperpriors):
-        raise TypeError(f"hyperpriors has type {type(hp).__name__}; allowed: a Hyperpriors")
-    n, h = _check_counts(profile, n, h)
-    batch = n.shape[:-1]
-    prior = prior_of(profile, hp)
-    lam_min = 0.5 / float(prior.sd.max()) ** 2
+    hp = _check_hyperpriors(hyperpriors)
+    stage = hyper_stage(profile, n, h, hp, init)
+    phi, prior, batch = stage.phi, stage.prior, stage.n.shape[:-1]
     constant = profile.kind == "constant"  # beta multiplies 0 and stays at its prior
-    nn, hh = n[..., None, :], h[..., None, :]
-    layout = _layout(profile, hp)
-
-    if init is None:
-        x = np.broadcast_to(prior.start(), (*batch, _D)).copy()
-    else:
-        x = np.array(np.broadcast_to(np.asarray(init, dtype=np.float64), (*batch, _D)))
-        if not np.isfinite(x).all():
-            raise ValueError("init contains non-finite values; allowed: finite numbers")
-    x, hs = _search(x.reshape(-1, _D), profile, layout, nn, hh, prior, hp.nugget_sd, lam_min)
-    x = x.reshape(*batch, _D)
-    cov = neg_inverse(hs.reshape(*batch, _D, _D), lam_min)
-    phi, log_q = importance_nodes(x, cov)
-    lp, ci, lean = _log_post(phi, profile, layout, nn, hh, prior, hp.nugget_sd, keep=True)
-    w, ess = importance_weights(lp, log_q)
+    lp, ci, lean = log_post(phi, profile, stage.layout, *stage.rows, prior, hp.nugget_sd, keep=True)
+    w, ess = importance_weights(lp, stage.log_q)
     m_beta = (w * phi[..., 1]).sum(axis=-1)
     sd_beta = np.sqrt(np.maximum((w * phi[..., 1] ** 2).sum(axis=-1) - m_beta**2, 0.0))
     # the evidence of ranking without the sceptical lean, which pulls the sides together
@@ -518,11 +374,11 @@ def fit_pooled(
         node_weight=ci.node_weight,
         a=ci.a,
         b=ci.b,
-        n=n,
-        h=h,
-        layout=layout,
-        mode=x,
-        cov=cov,
+        n=stage.n,
+        h=stage.h,
+        layout=stage.layout,
+        mode=stage.mode,
+        cov=stage.cov,
         ess=ess,
         informative=informative,
         kind=profile.kind,
@@ -584,15 +440,12 @@ def beta_approximation(fit: PooledFit) -> tuple[np.ndarray, np.ndarray]:
         A_k + B_k = \frac{m_k (1 - m_k)}{v_k} - 1.
     """
     fit = _check_fit(fit)
-    from ._kernels import marginal_moments
+    from ._moment_kernels import beta_from_moments, marginal_moments
 
     m, v = marginal_moments(
         fit.weight, fit.node_weight, fit.a, fit.b, fit.n, fit.h, fit.layout.cell
     )
-    m = np.clip(m, 1e-300, 1.0)
-    v = np.maximum(v, 1e-300)
-    conc = np.clip(m * (1.0 - m) / v - 1.0, 1e-6, 1e12)
-    return m * conc, np.maximum((1.0 - m) * conc, 1e-300)
+    return beta_from_moments(m, v)
 
 
 def prob_linear_ge(

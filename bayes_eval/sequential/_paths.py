@@ -56,7 +56,7 @@ from .._cumulants import prob_at_least
 from .._loop import BatchPlan, LockStep, LockStepAllocator, design_state
 from .._validation import RNGLike, as_generator, check_positive_int
 from ..designs import make_design
-from ..models import allocation_prior, design_prior, marginal_prior
+from ..models import allocation_prior, allocation_rate, design_prior
 from ..models._linear_form import LinearFormNodes
 from ..priors import Prior
 from ._linear import beta_form_cumulants, linear_form, prob_linear_ge
@@ -259,29 +259,26 @@ def _effective_prior(
     inverse = np.asarray(inverse).reshape(-1)
     un, uh = rows[:, :k], rows[:, k:]
     if model == "pooled":
-        from ..models.pooled import linear_form_nodes
+        from ..models._look import look_refit
+        from ..models._profile import score_profile_of
 
+        sizes, w, finite = form if form is not None else (None, None, True)
+        profile = score_profile_of(strata)
+        if w is None or not np.array_equal(sizes, profile.sizes):
+            raise ValueError("the pooled look model needs the metric's linear form on the strata")
         parts: list[tuple[np.ndarray, ...]] = []
         for lo in range(0, un.shape[0], REFIT_CHUNK):
             cn, ch = un[lo : lo + REFIT_CHUNK], uh[lo : lo + REFIT_CHUNK]
-            modes: list[np.ndarray] = []
-            fits: list[Any] = []
             start = None if init is None else init[first[lo : lo + REFIT_CHUNK]]
-            ua, ub = design_prior(
-                model, strata, cn, ch, a, b, score_mean, init=start, modes=modes, fits=fits
-            )
-            rate = (ua + ch) / (ua + ub + cn)  # allocation_rate of the fit
-            ma, mb = marginal_prior(fits[0])
-            part = (ma, mb, rate, modes[0])
-            if form is not None:
-                sizes, w, finite = form
-                nodes = linear_form_nodes(fits[0], cn, ch, sizes, w, finite_population=finite)
-                part += (nodes.weight, nodes.k1, nodes.k2, nodes.k3)
-            parts.append(part)
+            fit = look_refit(profile, cn, ch, w, finite_population=finite, init=start)
+            # the design's Betas (design_prior of the fit: its allocation rates at the counts)
+            ua, ub = allocation_prior(allocation_rate(fit, profile), cn, ch)
+            rate = (ua + ch) / (ua + ub + cn)
+            cumulants = (fit.nodes.weight, fit.nodes.k1, fit.nodes.k2, fit.nodes.k3)
+            parts.append((fit.prior_a, fit.prior_b, rate, fit.mode, *cumulants))
         joined = (np.concatenate(x)[inverse] for x in zip(*parts, strict=True))
         ma, mb, rate, mode, *cumulants = joined
-        exact = LinearFormNodes(*cumulants) if cumulants else None
-        return _Refit(ma, mb, rate, mode, exact)
+        return _Refit(ma, mb, rate, mode, LinearFormNodes(*cumulants))
     ua, ub = np.empty(un.shape), np.empty(un.shape)
     for r in range(un.shape[0]):
         ua[r], ub[r] = design_prior(model, strata, un[r], uh[r], a, b, score_mean)
