@@ -117,10 +117,6 @@ def design_prior(
     prior_a: np.ndarray,
     prior_b: np.ndarray,
     score_mean: np.ndarray | None = None,
-    *,
-    init: np.ndarray | None = None,
-    modes: list[np.ndarray] | None = None,
-    fits: list[Any] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The per-stratum Beta ``(a, b)`` a design is given: it allocates by
     ``Beta(a + h, b + n - h)`` (the designs speak Beta). One mechanism for the audit and the
@@ -133,10 +129,8 @@ def design_prior(
     fitted calibration curve, not its own labels' estimate, so the allocation does not follow each
     stratum's sampling noise; they may be negative, the Beta the design forms is proper).
 
-    For ``"pooled"`` only: ``init`` (shape ``(..., 4)``) warm-starts the hyper-mode search (the
-    result does not depend on it beyond the search tolerance), and the fitted modes are appended
-    to ``modes`` when a list is given (the next refit of the same audits starts there), the
-    fit itself to ``fits``.
+    The sequential calibration's look model forms the same Betas from its own refit
+    (:func:`bayes_eval.models._look.look_refit`, warm-started, without the fit's per-node Betas).
     """
     if model == "hierarchical":
         hier = importlib.import_module("bayes_eval.hierarchical")
@@ -146,11 +140,7 @@ def design_prior(
         from .pooled import fit_pooled
 
         profile = score_profile_of(strata)
-        fit = fit_pooled(profile, n, h, warn=False, init=init)
-        if modes is not None:
-            modes.append(fit.mode)
-        if fits is not None:
-            fits.append(fit)
+        fit = fit_pooled(profile, n, h, warn=False)
         return allocation_prior(allocation_rate(fit, profile), fit.n, fit.h)
     return np.asarray(prior_a, dtype=np.float64), np.asarray(prior_b, dtype=np.float64)
 

@@ -13,9 +13,10 @@ the model the audit runs:
 * ``"pooled"`` and ``"hierarchical"`` — a *look model*: after the first batch, whenever the
   labels have grown by :data:`REFIT_GROWTH` since the last refit, and at the last look the
   model is refitted and its per-stratum marginal posteriors are matched by Betas
-  (pooled: :func:`bayes_eval.models.marginal_prior`, the design being given the allocation
-  Betas of :func:`bayes_eval.models.design_prior` from the same fit; hierarchical: its
-  empirical-Bayes priors, which the design is given too); between
+  (pooled: :func:`bayes_eval.models._look.look_refit` — the numbers of
+  :func:`bayes_eval.models.marginal_prior`, the design being given the allocation Betas of
+  :func:`bayes_eval.models.design_prior` from the same fit, formed without keeping the fit's
+  per-node Betas; hierarchical: its empirical-Bayes priors, which the design is given too); between
   refits those effective priors are updated conjugately by the new labels (the pooled fit
   costs milliseconds per audit, so refitting at every look of thousands of simulated audits is
   out of reach).
