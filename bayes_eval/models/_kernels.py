@@ -21,9 +21,9 @@ operations, but without ``(R, P, Q, K)`` temporaries:
    weights (``keep``: the fit that draws), or — :func:`log_post_summaries`, the sequential
    calibration's look model — each node's per-stratum mean and second moment and the cumulants
    of a linear form of the positives, formed from the node's Betas while they are in cache
-   (:mod:`bayes_eval.models._moment_kernels`' formulas). Session 20: that cut the look model's
-   refits by ~30 % of CPU (``bench_calibration_time.py``) and its memory from ~0.7 MB to ~1.2 kB
-   per row at 10 strata.
+   (:mod:`bayes_eval.models._moment_kernels`' formulas): ~1.2 kB per row kept instead of
+   ~0.7 MB at 10 strata; the demo setting's calibration takes 0.93x the CPU (session 20,
+   ``bench_calibration_time.txt``).
 
 The kernel runs on one thread (rows in order): a ``prange`` over rows gave only 1.15x on a busy
 2-core machine, and numba's threading layers are not fork-safe (``omp``) or not safe under
