@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from ._moment_kernels import beta_cumulants, form_cumulants, mix_cells
+from ._moment_kernels import mix_cells, node_summaries
 
 __all__ = ["log_post", "log_post_summaries"]
 
@@ -203,7 +203,7 @@ def _row(
 ) -> None:  # pragma: no cover - compiled
     """One row: ``phi`` (P, 4), ``n, h`` (K,); writes ``lean_out, ll_out`` (P,); with
     ``mode`` :data:`_KEEP` also ``nw_out`` (P, Q, G) and ``a_out, b_out`` (P, Q, K), with
-    :data:`_SUMMARIES` ``mom_out`` (P, K, 2) and ``lin_out`` (P, 3) (:func:`_summaries` with
+    :data:`_SUMMARIES` ``mom_out`` (P, K, 2) and ``lin_out`` (P, 3) (``node_summaries`` with
     the linear form's weights ``wk`` (K,) and ``finite``)."""
     keep = mode == _KEEP
     betas = mode != _LIKELIHOOD  # every stratum's Betas, labelled or not
@@ -337,48 +337,8 @@ def _row(
             log_lik = -math.inf
         ll_out[p] = log_lik
         if mode == _SUMMARIES:
-            _summaries(terms, a_s, b_s, n, h, cell, sizes, wk, finite, c1, c2, c3, mom_out[p])
+            node_summaries(terms, a_s, b_s, n, h, cell, sizes, wk, finite, c1, c2, c3, mom_out[p])
             lin_out[p, 0], lin_out[p, 1], lin_out[p, 2] = mix_cells(terms, c1, c2, c3)
-
-
-@njit(cache=True, error_model="numpy")
-def _summaries(
-    nw: np.ndarray,
-    a: np.ndarray,
-    b: np.ndarray,
-    n: np.ndarray,
-    h: np.ndarray,
-    cell: np.ndarray,
-    sizes: np.ndarray,
-    wk: np.ndarray,
-    finite: bool,
-    c1: np.ndarray,
-    c2: np.ndarray,
-    c3: np.ndarray,
-    mom: np.ndarray,
-) -> None:  # pragma: no cover - compiled
-    """One hyper-node's summaries from its cells' node weights ``nw`` (Q, G) and conditional
-    prior Betas ``a, b`` (Q, K): each stratum's mixed mean and second moment of its posterior
-    rate into ``mom`` (K, 2), and each (quadrature node, cell)'s cumulants of the linear form
-    into ``c1, c2, c3`` (Q, G), to be mixed by :func:`mix_cells` (the formulas of
-    :func:`bayes_eval.models._moment_kernels.marginal_moments` and ``node_linear_moments``)."""
-    qq, kk = a.shape
-    c1[:] = 0.0
-    c2[:] = 0.0
-    c3[:] = 0.0
-    mom[:] = 0.0
-    for q in range(qq):
-        for k in range(kk):
-            g = cell[k]
-            mu, var, k3 = beta_cumulants(a[q, k] + h[k], b[q, k] + (n[k] - h[k]))
-            p = nw[q, g]
-            mom[k, 0] += p * mu
-            mom[k, 1] += p * (var + mu * mu)
-            m1, m2, m3 = form_cumulants(mu, var, k3, n[k], h[k], sizes[k], finite)
-            w = wk[k]
-            c1[q, g] += w * m1
-            c2[q, g] += w * w * m2
-            c3[q, g] += w * w * w * m3
 
 
 @njit(cache=True, error_model="numpy")

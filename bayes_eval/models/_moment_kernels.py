@@ -13,10 +13,11 @@ every caller:
   mixed over each cell's quadrature nodes by the law of total cumulance, added over cells;
   :mod:`bayes_eval.models._linear_form`).
 
-The per-stratum steps (:func:`beta_cumulants`, :func:`form_cumulants`, :func:`mix_cells`) are
-also called by the log-hyperposterior kernel's summary mode
-(:func:`bayes_eval.models._kernels.log_post_summaries`), which forms the same summaries node by
-node without storing every node's Betas (the sequential calibration's look model).
+One per-node pass forms both from a hyper-node's Betas (:func:`node_summaries`, with
+:func:`beta_cumulants`, :func:`form_cumulants` and :func:`mix_cells`): :func:`node_linear_moments`
+calls it on a fit's stored Betas, and the log-hyperposterior kernel's summary mode
+(:func:`bayes_eval.models._kernels.log_post_summaries`) while each node's Betas are in cache,
+without storing them (the sequential calibration's look model).
 
 References
 ----------
@@ -36,6 +37,7 @@ __all__ = [
     "marginal_moments",
     "mix_cells",
     "node_linear_moments",
+    "node_summaries",
 ]
 
 
@@ -95,6 +97,47 @@ def mix_cells(
         e2 += f2
         e3 += f3
     return e1, e2, e3
+
+
+@njit(cache=True, error_model="numpy")
+def node_summaries(
+    nw: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    n: np.ndarray,
+    h: np.ndarray,
+    cell: np.ndarray,
+    sizes: np.ndarray,
+    wk: np.ndarray,
+    finite: bool,
+    c1: np.ndarray,
+    c2: np.ndarray,
+    c3: np.ndarray,
+    mom: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    """One hyper-node's summaries from its cells' node weights ``nw`` (Q, G) and conditional
+    prior Betas ``a, b`` (Q, K): each stratum's mixed mean and second moment of its posterior
+    rate into ``mom`` (K, 2), and each (quadrature node, cell)'s cumulants of the linear form
+    into ``c1, c2, c3`` (Q, G), to be mixed by :func:`mix_cells` (the formulas of
+    :func:`marginal_moments`; the one per-node pass of :func:`node_linear_moments` and of the
+    log-hyperposterior kernel's summary mode)."""
+    qq, kk = a.shape
+    c1[:] = 0.0
+    c2[:] = 0.0
+    c3[:] = 0.0
+    mom[:] = 0.0
+    for q in range(qq):
+        for k in range(kk):
+            g = cell[k]
+            mu, var, k3 = beta_cumulants(a[q, k] + h[k], b[q, k] + (n[k] - h[k]))
+            p = nw[q, g]
+            mom[k, 0] += p * mu
+            mom[k, 1] += p * (var + mu * mu)
+            m1, m2, m3 = form_cumulants(mu, var, k3, n[k], h[k], sizes[k], finite)
+            w = wk[k]
+            c1[q, g] += w * m1
+            c2[q, g] += w * w * m2
+            c3[q, g] += w * w * w * m3
 
 
 @njit(cache=True, error_model="numpy")
@@ -217,6 +260,7 @@ def _node_linear(
     c1 = np.empty((q_n, g_n))
     c2 = np.empty((q_n, g_n))
     c3 = np.empty((q_n, g_n))
+    mom = np.empty((k_n, 2))
     for r in range(rows):
         for s in range(s_n):
             if weight[r, s] == 0.0:
@@ -224,20 +268,21 @@ def _node_linear(
                 out[r, s, 1] = 0.0
                 out[r, s, 2] = 0.0
                 continue
-            c1[:] = 0.0
-            c2[:] = 0.0
-            c3[:] = 0.0
-            for q in range(q_n):
-                for k in range(k_n):
-                    g = cell[k]
-                    w = wk[k]
-                    mu, var, k3 = beta_cumulants(
-                        a[r, s, q, k] + h[r, k], b[r, s, q, k] + (n[r, k] - h[r, k])
-                    )
-                    m1, m2, m3 = form_cumulants(mu, var, k3, n[r, k], h[r, k], sizes[k], finite)
-                    c1[q, g] += w * m1
-                    c2[q, g] += w * w * m2
-                    c3[q, g] += w * w * w * m3
+            node_summaries(
+                node_weight[r, s],
+                a[r, s],
+                b[r, s],
+                n[r],
+                h[r],
+                cell,
+                sizes,
+                wk,
+                finite,
+                c1,
+                c2,
+                c3,
+                mom,
+            )
             # mix each cell over its quadrature nodes, add the cells
             e1, e2, e3 = mix_cells(node_weight[r, s], c1, c2, c3)
             out[r, s, 0] = e1
