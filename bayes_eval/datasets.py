@@ -76,6 +76,7 @@ from .metrics import METRICS
 from .population import Population
 
 __all__ = [
+    "BLIND_SHARE",
     "MISCALIBRATIONS",
     "NEEDLE_DATASETS",
     "REAL_DATASETS",
@@ -116,7 +117,11 @@ MISCALIBRATIONS: tuple[str, ...] = (
     "nonmonotone",
     "flat",
     "uninformative",
+    "blind_spot",
 )
+
+#: share of the positives that ``miscalibration="blind_spot"`` scores like negatives
+BLIND_SHARE = 0.3
 
 #: share of the rows used to train the classifier of a real population
 TRAIN_FRACTION = 0.3
@@ -235,7 +240,7 @@ def _check_real(
 
 
 def _log_odds_transform(logit: np.ndarray, miscalibration: str) -> np.ndarray:
-    if miscalibration == "none":
+    if miscalibration in ("none", "blind_spot"):  # a blind spot moves latent scores, not logits
         return logit
     if miscalibration == "shifted":
         return logit + 1.5
@@ -280,7 +285,12 @@ def synthetic(
       predictions and score distribution, but the positive rate is constant within each side:
       the score says only which side an item is on);
     * ``"uninformative"``: the calibrated scores permuted at random over all items (scores
-      independent of the truth; predictions random).
+      independent of the truth; predictions random);
+    * ``"blind_spot"``: a share :data:`BLIND_SHARE` (30 %) of the positives, chosen at random,
+      get the *negatives'* latent score ``z ~ N(-separation/2, 1)``: a sub-topic the classifier
+      never saw. The formula above is unchanged, so most of those positives sit among the
+      low-scored negatives, and the true positive rate has a floor (about
+      ``BLIND_SHARE * prevalence``) under the scores instead of falling with them.
 
     Parameters
     ----------
@@ -290,7 +300,8 @@ def synthetic(
     separation : float >= 0
         Distance between the two latent normal means (the classifier's skill; AUC
         ``Phi(separation / sqrt(2))``).
-    miscalibration : {"none", "shifted", "compressed", "nonmonotone", "flat", "uninformative"}
+    miscalibration : {"none", "shifted", "compressed", "nonmonotone", "flat", "uninformative", \
+"blind_spot"}
     threshold : float
         Decision threshold on the (possibly miscalibrated) scores.
     rng : int, Generator or None
@@ -317,7 +328,12 @@ def synthetic(
     truth = np.zeros(n, dtype=bool)
     truth[gen.permutation(n)[:n_pos]] = True
     z = gen.standard_normal(n)
-    z += np.where(truth, separation / 2.0, -separation / 2.0)
+    seen = truth
+    if miscalibration == "blind_spot":
+        seen = truth.copy()
+        blind = gen.choice(np.flatnonzero(truth), round(BLIND_SHARE * n_pos), replace=False)
+        seen[blind] = False
+    z += np.where(seen, separation / 2.0, -separation / 2.0)
     logit = separation * z + np.log(prevalence / (1.0 - prevalence))
     if miscalibration in ("flat", "uninformative"):
         scores = 1.0 / (1.0 + np.exp(-logit))

@@ -1,8 +1,8 @@
 """Benchmark of the pooled (score-informed, K-invariant) model: coverage, efficiency, speed.
 
 ``uv run python benchmarks/bench_pooled.py [--reps 200] [--quick]
-[--parts speed coverage rmse real nuts] [--split i/m]`` (``--split`` runs every m-th battery
-row from row i, for parallel runs) writes its tables to stdout (committed as
+[--parts speed coverage rmse real nuts blind hidden] [--split i/m]`` (``--split`` runs every
+m-th battery row from row i, for parallel runs) writes its tables to stdout (committed as
 ``benchmarks/results/bench_pooled.txt``).
 
 * **coverage battery**: lock-step audits (R replications at once) of synthetic populations
@@ -20,6 +20,13 @@ row from row i, for parallel runs) writes its tables to stdout (committed as
   ``time.perf_counter``.
 * **nuts**: the deterministic fit against NUTS (nutpie) on the same model, two battery cases
   (posterior mean, sd and 5 % quantile of FN and TP; z of the difference of means).
+* **blind** (``--parts blind``): the same coverage at blind-spot truths
+  (``datasets.synthetic(miscalibration="blind_spot")``: 30 % of the positives scored like
+  negatives), pooled against independent, 0.05 %, 2 % and 20 % prevalence, 5 and 10 strata per
+  side, 1,000 labels (and 2,000 at 2 %).
+* **hidden** (``--parts hidden``): the calibrated 0.05 % needle with t more positives hidden
+  among its lowest-scored negatives (a layer the labels mostly cannot see): pooled and
+  independent coverage, and the F1 bias of both and of OASIS.
 * **real** (``--parts real``): the default audit (10 strata per side, ``--strata-method``,
   ``posterior_variance``, batches of 100) on every real population of
   ``bayes_eval.datasets.load`` at its natural prevalence and on the real needles
@@ -266,6 +273,81 @@ def coverage_battery(reps, quick, part=(0, 1), first=0, rows_only=None, per_side
             rows.append((prev, miscal, k, b, cov.mean(axis=0)))
         del t0
     return rows
+
+
+def blind_spot_part(reps, per_sides=(5, 10)):
+    """Coverage at **blind-spot** truths (``datasets.synthetic(miscalibration="blind_spot")``:
+    30 % of the positives scored like negatives, so the true rate has a floor under the scores
+    that no logit-linear curve has), the pooled model against the independent one on the same
+    strata, design and seeds."""
+    print(
+        f"\n## blind-spot truths ({datasets.BLIND_SHARE:.0%} of the positives scored like "
+        f"negatives): one-sided 95% lower bounds, {reps} replications per row"
+    )
+    print(
+        f"{'prev':>7} {'model':<12}{'K':>4}{'labels':>7} {'precision':>14} {'recall':>14}"
+        f" {'f1':>14} {'F1 bias':>9} {'sec/fit':>8}"
+    )
+    for prev, ns in itertools.product((0.0005, 0.02, 0.2), per_sides):
+        lp = population(prev, "blind_spot")
+        budgets = (1000, 2000) if prev == 0.02 else (1000,)
+        seed = zlib.crc32(repr((prev, "blind_spot", ns)).encode())
+        tm = lp.true_metrics()["f1"]
+        for model in ("pooled", "independent"):
+            res, k, fs = run_audits(lp, ns, budgets, reps, seed=seed, model=model)
+            for b in budgets:
+                cov, f1, _ = res[b]
+                cells = _coverage_cells(cov)
+                print(
+                    f"{prev:>7g} {model:<12}{k:>4}{b:>7} "
+                    + " ".join(f"{c:>14}" for c in cells)
+                    + f" {np.nanmean(f1) - tm:>+9.4f} {fs:8.3f}",
+                    flush=True,
+                )
+
+
+def hidden_layer_part(reps, hidden=(0, 20, 50, 130, 300), oasis_reps=100):
+    """The synthetic 0.05 % needle (calibrated, 50 positives) with ``t`` more positives hidden
+    at random among the lowest-scored 80 % of its negatives: a layer that ~250 labels spread
+    over ~80,000 items mostly cannot see. Coverage of the pooled and independent models' 95 %
+    lower bounds (default strata, ``posterior_variance``) and the F1 bias of both and of OASIS
+    (64 cumulative-sqrt(F) strata) at 1,000 labels."""
+    print(
+        f"\n## needle + a hidden layer of t positives in the lowest-scored 80 % of the negatives "
+        f"({reps} replications; OASIS {oasis_reps} seeds; 1,000 labels)"
+    )
+    print(
+        f"{'t':>5}{'F1':>7}{'recall':>8} {'model':<12} {'precision':>14} {'recall':>14}"
+        f" {'f1':>14} {'F1 bias':>9}"
+    )
+    base = population(0.0005, "none")
+    scores = np.asarray(base.population.scores)
+    neg = np.flatnonzero(~np.asarray(base.population.predictions, bool) & ~base.truth)
+    bottom = neg[np.argsort(scores[neg], kind="stable")][: int(0.8 * neg.size)]
+    for t in hidden:
+        truth = np.array(base.truth, dtype=bool)
+        truth[np.random.default_rng(123 + t).choice(bottom, t, replace=False)] = True
+        lp = datasets.LabelledPopulation(
+            base.name, f"{base.description} + {t} hidden", base.population, truth
+        )
+        tm = lp.true_metrics()
+        for model in ("pooled", "independent"):
+            res, _, _ = run_audits(lp, "auto", (1000,), reps, seed=7, model=model)
+            cov, f1, _ = res[1000]
+            print(
+                f"{t:>5}{tm['f1']:>7.3f}{tm['recall']:>8.3f} {model:<12} "
+                + " ".join(f"{c:>14}" for c in _coverage_cells(cov))
+                + f" {np.nanmean(f1) - tm['f1']:>+9.4f}",
+                flush=True,
+            )
+        if oasis_reps:
+            est = run_oasis(lp, range(oasis_reps))
+            r, _ = _rmse(est, tm["f1"])
+            print(
+                f"{t:>5}{tm['f1']:>7.3f}{tm['recall']:>8.3f} {'OASIS':<12} {'':>14} {'':>14} "
+                f"{'':>14} {np.mean(est) - tm['f1']:>+9.4f} (RMSE {r:.4f})",
+                flush=True,
+            )
 
 
 def speed(repeat=15):
@@ -621,6 +703,10 @@ def main():
         )
     if "nuts" in args.parts:
         nuts_check()
+    if "blind" in args.parts:
+        blind_spot_part(args.reps)
+    if "hidden" in args.parts:
+        hidden_layer_part(args.reps, oasis_reps=args.oasis_reps)
 
 
 if __name__ == "__main__":

@@ -53,6 +53,31 @@ def test_miscalibration_changes_scores_not_truth(kind):
         )
 
 
+def test_blind_spot_puts_a_floor_of_positives_under_the_scores():
+    """A share BLIND_SHARE of the positives is scored like the negatives: in the lower half of
+    the scores the positive rate is about BLIND_SHARE * prevalence / 2 * 2 (half the blind
+    positives among half the items), where the calibrated population has almost none."""
+    n, prev = 200_000, 0.1
+    base = datasets.synthetic(n, prevalence=prev, separation=4.0, rng=3)
+    lp = datasets.synthetic(n, prevalence=prev, separation=4.0, miscalibration="blind_spot", rng=3)
+    n_pos = round(n * prev)
+    blind = round(datasets.BLIND_SHARE * n_pos)
+    moved = lp.truth & (lp.population.scores != base.population.scores)
+    assert moved.sum() == blind  # exactly the blind positives' scores change
+    low = lp.population.scores < np.median(lp.population.scores)
+    rate = lp.truth[low].mean()
+    expected = datasets.BLIND_SHARE * prev  # half the blind positives among half the items
+    se = np.sqrt(expected * (1 - expected) / low.sum())
+    assert abs(rate - expected) < 4 * se + 2e-3
+    base_low = base.population.scores < np.median(base.population.scores)
+    assert base.truth[base_low].mean() < 1e-3
+    # the other miscalibrations' random streams are unchanged by the new option
+    np.testing.assert_array_equal(
+        datasets.synthetic(1000, prevalence=0.2, miscalibration="shifted", rng=5).truth,
+        datasets.synthetic(1000, prevalence=0.2, rng=5).truth,
+    )
+
+
 def test_oracle_and_labels_for():
     lp = datasets.synthetic(1000, prevalence=0.3, rng=0)
     ids = np.array([5, 0, 999, 17])
