@@ -230,6 +230,11 @@ def _coverage_cells(cov):
     return cells
 
 
+def _print_row(head, cov, tail):
+    """One table row: ``head``, the coverage cells of ``cov`` (R, 3), ``tail``."""
+    print(head + " ".join(f"{c:>14}" for c in _coverage_cells(cov)) + tail, flush=True)
+
+
 def coverage_battery(reps, quick, part=(0, 1), first=0, rows_only=None, per_side=5, pop_seeds=(0,)):
     rows = []
     grid = []
@@ -263,13 +268,7 @@ def coverage_battery(reps, quick, part=(0, 1), first=0, rows_only=None, per_side
         res, k, fs = run_audits(lp, ns, budgets, reps, seed=seed)
         for b in budgets:
             cov = res[b][0]
-            cells = _coverage_cells(cov)
-            print(
-                f"{prev:>7g} {miscal:<14}{k:>4}{b:>7} "
-                + " ".join(f"{c:>14}" for c in cells)
-                + f" {fs:8.3f}",
-                flush=True,
-            )
+            _print_row(f"{prev:>7g} {miscal:<14}{k:>4}{b:>7} ", cov, f" {fs:8.3f}")
             rows.append((prev, miscal, k, b, cov.mean(axis=0)))
         del t0
     return rows
@@ -297,13 +296,8 @@ def blind_spot_part(reps, per_sides=(5, 10)):
             res, k, fs = run_audits(lp, ns, budgets, reps, seed=seed, model=model)
             for b in budgets:
                 cov, f1, _ = res[b]
-                cells = _coverage_cells(cov)
-                print(
-                    f"{prev:>7g} {model:<12}{k:>4}{b:>7} "
-                    + " ".join(f"{c:>14}" for c in cells)
-                    + f" {np.nanmean(f1) - tm:>+9.4f} {fs:8.3f}",
-                    flush=True,
-                )
+                bias = np.nanmean(f1) - tm
+                _print_row(f"{prev:>7g} {model:<12}{k:>4}{b:>7} ", cov, f" {bias:>+9.4f} {fs:8.3f}")
 
 
 def hidden_layer_part(reps, hidden=(0, 20, 50, 130, 300), oasis_reps=100):
@@ -334,12 +328,8 @@ def hidden_layer_part(reps, hidden=(0, 20, 50, 130, 300), oasis_reps=100):
         for model in ("pooled", "independent"):
             res, _, _ = run_audits(lp, "auto", (1000,), reps, seed=7, model=model)
             cov, f1, _ = res[1000]
-            print(
-                f"{t:>5}{tm['f1']:>7.3f}{tm['recall']:>8.3f} {model:<12} "
-                + " ".join(f"{c:>14}" for c in _coverage_cells(cov))
-                + f" {np.nanmean(f1) - tm['f1']:>+9.4f}",
-                flush=True,
-            )
+            head = f"{t:>5}{tm['f1']:>7.3f}{tm['recall']:>8.3f} {model:<12} "
+            _print_row(head, cov, f" {np.nanmean(f1) - tm['f1']:>+9.4f}")
         if oasis_reps:
             est = run_oasis(lp, range(oasis_reps))
             r, _ = _rmse(est, tm["f1"])

@@ -1,0 +1,111 @@
+"""Prototype, not package code: the pooled model's calibration curve with a **floor** on the rate
+(session 21; the blind-spot miss of ``bench_pooled.py --parts blind``).
+
+The curve of :mod:`bayes_eval.models.pooled` becomes ``eps + (1 - eps) expit(eta)`` on every
+item, with a fifth hyperparameter ``phi_5 = logit(eps)`` integrated like the other four (Newton
+and the 512 Sobol' importance nodes of :mod:`bayes_eval.models._laplace`, which take any
+dimension) under the prior ``phi_5 - logit(m_0) ~ N(mu, sd^2)``, ``m_0`` the predicted negatives'
+mean score: a floor a priori a small fraction of what the scores already put on that side. The
+stratum's curve rate is the mean over its items, ``eps + (1 - eps) mean expit(eta)``, so the
+floor enters through :func:`bayes_eval.models._cells.curve_logit` alone (the sceptical lean and
+the design's allocation rates read the same curve). It runs on the numpy engine (the compiled
+kernel has four hyperparameters), monkeypatching the package for this process only.
+
+Usage: ``uv run python benchmarks/bench_floor_prototype.py REPS POPS [--mu -3] [--sd 2] [--off]``
+with POPS a comma list of ``blind2 blind20 cal2 cal20 flat2 nonmono2 needle`` (the battery's
+populations: ``bench_pooled.population``; ``blind*`` is ``miscalibration="blind_spot"``).
+Prints the coverage of the 95 % lower bounds and the F1 RMSE at 1,000 labels of the battery's
+audits (10 strata per side, ``"auto"`` for the needle, seed 7), as ``bench_pooled.py`` does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from scipy.special import expit, logit
+
+sys.path.insert(0, str(Path(__file__).parent))
+import bench_pooled as bp
+
+from bayes_eval.models import _cells
+from bayes_eval.models import _hyperposterior as hyp
+from bayes_eval.models._prior import _ZERO_SLOPE, Prior
+
+POPULATIONS = {
+    "blind2": (0.02, "blind_spot"),
+    "blind20": (0.2, "blind_spot"),
+    "cal2": (0.02, "none"),
+    "cal20": (0.2, "none"),
+    "flat2": (0.02, "flat"),
+    "nonmono2": (0.02, "nonmonotone"),
+    "needle": (0.0005, "none"),
+}
+
+
+def install_floor(mu: float, sd: float) -> None:
+    """Give the pooled curve a floor ``eps`` (``phi[..., 4]``), for this process."""
+    curve4 = _cells.curve_logit
+    prior_of4 = hyp.prior_of
+
+    def curve_logit(phi, x, weight, side, center):
+        eb = curve4(phi[..., :4], x, weight, side, center)
+        if phi.shape[-1] == 4:
+            return eb
+        eps = expit(phi[..., 4])[..., None]
+        return logit(np.clip(eps + (1.0 - eps) * expit(eb), 1e-300, 1.0 - 1e-16))
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class FloorPrior(Prior):
+        def start(self):
+            return np.append(Prior.start(self), self.anchor[0, _ZERO_SLOPE] + mu)
+
+        def log_density(self, phi):
+            out = Prior.log_density(self, phi[..., :4])
+            return out - 0.5 * ((phi[..., 4] - self.anchor[0, _ZERO_SLOPE] - mu) / sd) ** 2
+
+    def prior_of(profile, hp):
+        p = prior_of4(profile, hp)
+        return FloorPrior(np.append(p.mean, mu), np.append(p.sd, sd), p.anchored, p.anchor, p.df)
+
+    _cells.curve_logit = curve_logit
+    hyp.curve_logit = curve_logit
+    hyp.prior_of = prior_of
+    hyp.D = 5
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("reps", type=int)
+    ap.add_argument("pops")
+    ap.add_argument("--mu", type=float, default=-3.0, help="prior mean of logit(eps / m_0)")
+    ap.add_argument("--sd", type=float, default=2.0, help="its prior sd")
+    ap.add_argument("--off", action="store_true", help="no floor (the model, numpy engine)")
+    args = ap.parse_args()
+    if not args.off:
+        install_floor(args.mu, args.sd)
+    hyp._ENGINE = "numpy"
+    tag = "off" if args.off else f"mu {args.mu:g} sd {args.sd:g}"
+    for name in args.pops.split(","):
+        prev, miscal = POPULATIONS[name]
+        lp = bp.population(prev, miscal)
+        tm = lp.true_metrics()["f1"]
+        t0 = time.perf_counter()
+        ns = "auto" if name == "needle" else 10
+        res, k, _ = bp.run_audits(lp, ns, (1000,), args.reps, seed=7)
+        cov, f1, _ = res[1000]
+        r, se = bp._rmse(f1, tm)
+        cells = " ".join(bp._coverage_cells(cov))
+        print(
+            f"{name:<9} floor {tag:<14} K={k:<3} cover p/r/f1 {cells}  F1 RMSE {r:.4f}±{se:.4f} "
+            f"bias {np.nanmean(f1) - tm:+.4f} ({time.perf_counter() - t0:.0f} s)",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
