@@ -84,8 +84,11 @@ def holdout_truths(st, metric, seed=20261124):
     move the bump: ``bump_neg_low`` (+2 at the stratum a quarter up the predicted negatives),
     ``bump_neg_high`` (+3.5 three quarters up), ``bump_neg_wide`` (+1.5 on the two strata a
     quarter and half up), and ``flat_neg_shifted`` (flat predicted negatives with the predicted
-    positives' scores 1.5 logits up). ``random_i``: ``a + b x`` plus a random walk over each
-    side's strata (a ~ N(0, 1), b ~ U(0.3, 2.5), steps N(0, 0.8^2)), seeded.
+    positives' scores 1.5 logits up). ``floor_neg`` (session 21): a blind spot, every predicted
+    negative's rate raised by half that side's mean score rate (the scores' shape on top of a
+    floor; ``datasets.synthetic(miscalibration="blind_spot")`` at the stratum level).
+    ``random_i``: ``a + b x`` plus a random walk over each side's strata (a ~ N(0, 1),
+    b ~ U(0.3, 2.5), steps N(0, 0.8^2)), seeded.
     """
     from scipy import special
 
@@ -120,6 +123,10 @@ def holdout_truths(st, metric, seed=20261124):
     out[~pred] = side_mean(~pred)
     out[pred] = x[pred] + 1.5
     profiles["flat_neg_shifted"] = out
+    out = x.copy()
+    floor = 0.5 * special.expit(side_mean(~pred))
+    out[~pred] = special.logit(special.expit(x[~pred]) + floor)
+    profiles["floor_neg"] = out
     gen = np.random.default_rng(seed)
     for i in range(HOLDOUT_RANDOM):
         a, b = gen.normal(0, 1), gen.uniform(0.3, 2.5)
