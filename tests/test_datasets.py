@@ -55,8 +55,8 @@ def test_miscalibration_changes_scores_not_truth(kind):
 
 def test_blind_spot_puts_a_floor_of_positives_under_the_scores():
     """A share BLIND_SHARE of the positives is scored like the negatives: in the lower half of
-    the scores the positive rate is about BLIND_SHARE * prevalence / 2 * 2 (half the blind
-    positives among half the items), where the calibrated population has almost none."""
+    the scores the positive rate is about BLIND_SHARE * prevalence (half the blind positives
+    among half the items), where the calibrated population has almost none."""
     n, prev = 200_000, 0.1
     base = datasets.synthetic(n, prevalence=prev, separation=4.0, rng=3)
     lp = datasets.synthetic(n, prevalence=prev, separation=4.0, miscalibration="blind_spot", rng=3)
