@@ -302,10 +302,10 @@ def blind_spot_part(reps, per_sides=(5, 10)):
 
 def hidden_layer_part(reps, hidden=(0, 20, 50, 130, 300), oasis_reps=100):
     """The synthetic 0.05 % needle (calibrated, 50 positives) with ``t`` more positives hidden
-    at random among the lowest-scored 80 % of its negatives: a layer that ~250 labels spread
-    over ~80,000 items mostly cannot see. Coverage of the pooled and independent models' 95 %
-    lower bounds (default strata, ``posterior_variance``) and the F1 bias of both and of OASIS
-    (64 cumulative-sqrt(F) strata) at 1,000 labels."""
+    at random among the lowest-scored 80 % of its negatives: a layer that the ~195 labels the
+    audits put on those ~80,000 items mostly cannot see. Coverage of the pooled and independent
+    models' 95 % lower bounds (default strata, ``posterior_variance``) and the F1 bias of both
+    and of OASIS (64 cumulative-sqrt(F) strata) at 1,000 labels."""
     print(
         f"\n## needle + a hidden layer of t positives in the lowest-scored 80 % of the negatives "
         f"({reps} replications; OASIS {oasis_reps} seeds; 1,000 labels)"

@@ -71,11 +71,16 @@ def test_blind_spot_puts_a_floor_of_positives_under_the_scores():
     assert abs(rate - expected) < 4 * se + 2e-3
     base_low = base.population.scores < np.median(base.population.scores)
     assert base.truth[base_low].mean() < 1e-3
-    # the other miscalibrations' random streams are unchanged by the new option
-    np.testing.assert_array_equal(
-        datasets.synthetic(1000, prevalence=0.2, miscalibration="shifted", rng=5).truth,
-        datasets.synthetic(1000, prevalence=0.2, rng=5).truth,
-    )
+    # the other options draw nothing more than before: the calibrated population is still the
+    # docstring's formula on the generator's first draws (truth permutation, then z)
+    gen = np.random.default_rng(5)
+    truth = np.zeros(1000, dtype=bool)
+    truth[gen.permutation(1000)[:200]] = True
+    z = gen.standard_normal(1000) + np.where(truth, 1.0, -1.0)
+    ref = 1.0 / (1.0 + np.exp(-(2.0 * z + np.log(0.2 / 0.8))))
+    lp5 = datasets.synthetic(1000, prevalence=0.2, separation=2.0, rng=5)
+    np.testing.assert_array_equal(lp5.truth, truth)
+    np.testing.assert_allclose(lp5.population.scores, ref, rtol=1e-12)
 
 
 def test_oracle_and_labels_for():
