@@ -143,7 +143,17 @@ def holdout_truths(st, metric, seed=20261124):
 
 
 def run_cell(
-    st, model, design, metric, looks, cal_sims, eval_sims, seed, draws=None, holdout=False
+    st,
+    model,
+    design,
+    metric,
+    looks,
+    cal_sims,
+    eval_sims,
+    seed,
+    draws=None,
+    holdout=False,
+    calibrate_only=False,
 ):
     sched = None if looks == "every" else be.sequential.geometric_looks(BATCH, BUDGET)
     t0 = time.perf_counter()
@@ -163,6 +173,8 @@ def run_cell(
     )
     cal_s = time.perf_counter() - t0
     b = cal.boundary
+    if calibrate_only:
+        return cal, cal_s
     sizes = np.asarray(st.sizes)
     pred = np.asarray(st.predicted, dtype=bool)
     dsg = make_design(design)
@@ -233,6 +245,11 @@ def run_cell(
         "last": b.nominal[-1],
         "attainable": b.attainable,
         "naive_worst": float((fam >= LEVEL).any(axis=-1).mean(axis=1).max()),
+        # truths simulated at the full cal_sims (stage 2's KEEP_TRUTHS and stage 3's)
+        "full": [
+            t.name for t, p in zip(cal.truths, cal.prob, strict=True) if p.shape[0] > cal_sims
+        ],
+        "worst_in_sample": (cal.worst_truth.name, float(b.rates[b.worst]), float(b.mcse[b.worst])),
     }
     if prob.shape[0] > n_t + n_h:
         good = prob[n_t + n_h]
@@ -262,6 +279,13 @@ def main() -> None:
         type=int,
         default=40_000,
         help="posterior draws per look of the audit (their noise is simulated; 0: exact P)",
+    )
+    ap.add_argument(
+        "--calibrate-only",
+        action="store_true",
+        help="only calibrate each cell and print its boundary and in-sample rates per truth "
+        "(which truths have the full paths): a cell whose calibration is unchanged keeps its "
+        "fresh-audit row",
     )
     ap.add_argument(
         "--holdout",
@@ -322,15 +346,32 @@ def main() -> None:
                 seed=11,
                 draws=args.draws or None,
                 holdout=args.holdout,
+                calibrate_only=args.calibrate_only,
             )
         except ValueError as exc:
             print(f"\n## {model} / {design} / {metric} / {looks}: not run ({exc})")
+            continue
+        if args.calibrate_only:
+            cal, cal_s = r
+            print(f"\n## {model} / {design} / {metric} / {looks} looks: calibration {cal_s:.1f} s")
+            print("  " + cal.describe())
+            print(f"  nominal per look: {np.array2string(cal.boundary.nominal, precision=6)}")
+            for t, p, rate, se in zip(
+                cal.truths, cal.prob, cal.boundary.rates, cal.boundary.mcse, strict=True
+            ):
+                print(f"    {t.name:14s} n={p.shape[0]:5d} in-sample {rate:.4f} ± {se:.4f}")
+            sys.stdout.flush()
             continue
         print(
             f"\n## {model} / {design} / {metric} / {looks} looks  (calibration {r['cal_s']:.1f} s"
             f", {cs} per binding truth; boundary {r['first']:.4f} -> {r['last']:.4f}, shape "
             f"{r['shape']:g}{'' if r['attainable'] else ', UNATTAINABLE'}; naive rule worst "
             f"{r['naive_worst']:.3f})"
+        )
+        wn, wr, ws = r["worst_in_sample"]
+        print(
+            f"  calibration: full paths at {', '.join(r['full'])}; worst in-sample {wn} "
+            f"{wr:.4f}±{ws:.4f}"
         )
         line = []
         for name, p, s in zip(r["truths"], r["rates"], r["se"], strict=True):

@@ -66,6 +66,7 @@ __all__ = [
     "allowed_accepts",
     "fit_boundary",
     "labels_used",
+    "near_allowance",
     "nominal_levels",
 ]
 
@@ -150,6 +151,28 @@ def allowed_accepts(n_sims: int, alpha: float, z: float) -> int:
     """Accepting paths allowed among ``n_sims``: ``floor(S alpha - z sqrt(S alpha (1 - alpha)))``
     (at least 0)."""
     return max(int(np.floor(n_sims * alpha - z * np.sqrt(n_sims * alpha * (1 - alpha)) + 1e-9)), 0)
+
+
+def near_allowance(
+    prob: list[np.ndarray], nominal: np.ndarray, level: float, z: float = DEFAULT_Z
+) -> np.ndarray:
+    """Truths whose accepting paths under ``nominal`` are within one Monte Carlo s.e. of
+    :func:`allowed_accepts` (or above it), and at least one: where the boundary binds or nearly
+    does (a truth without an accepting path is never near).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bayes_eval.sequential.boundary import near_allowance
+    >>> p = [np.r_[np.ones(20), np.zeros(480)][:, None], np.zeros((500, 1))]
+    >>> near_allowance(p, np.array([0.95]), level=0.95).tolist()  # 20 of 500 vs 15 allowed
+    [True, False]
+    """
+    alpha = 1.0 - level
+    counts = accept_counts(prob, np.asarray(nominal, dtype=np.float64))
+    n = np.array([p.shape[0] for p in prob], dtype=np.float64)
+    allowed = np.array([allowed_accepts(int(s), alpha, z) for s in n], dtype=np.float64)
+    return counts >= np.maximum(allowed - np.sqrt(n * alpha * (1.0 - alpha)), 1.0)
 
 
 def _tail_for(

@@ -549,8 +549,10 @@ def _curve(prob: np.ndarray, schedule: np.ndarray, grid: np.ndarray) -> xr.Datas
 #: ``models._prior.remainder_lean``; 8: the side intercepts' Student-t tails,
 #: ``models._prior.intercept_log_density``; 9: the family's ``bump_neg`` and ``flat_neg``
 #: truths, :data:`~bayes_eval.sequential.truths.PROFILES`; 10: the pooled model's importance
-#: design, 512 scrambled Sobol' nodes, ``models._laplace``)
-CALIBRATION_VERSION = 10
+#: design, 512 scrambled Sobol' nodes, ``models._laplace``; 11: the worst-case calibration's
+#: stage 3, every truth near its allowance simulated at the full ``n_sims``,
+#: ``sequential.robust``)
+CALIBRATION_VERSION = 11
 
 
 def calibration_key(**parts: Any) -> str:
