@@ -25,7 +25,9 @@ Usage: ``uv run python benchmarks/bench_heldout.py [--reps 200] [--oasis 16] [--
 ``--diagnose NAME ...`` prints, instead, where the posterior is wrong stratum by stratum;
 ``--sensitivity NAME ...`` the precision bound at fixed counts under hyperprior variants;
 ``--integration [NAME ...]`` the coverage of the final bounds when the posterior is integrated
-more accurately than by the model's own importance nodes.
+more accurately than by the model's own importance nodes; ``--blind`` runs the blind-spot
+populations instead (:data:`heldout_populations.BLIND_GROUPS`: the classifier trained without
+the positives of one subgroup, which the scores then put among the negatives).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ from bench_pooled import (
     run_audits,
     run_oasis,
 )
-from heldout_populations import SOURCES, build, needle
+from heldout_populations import BLIND_GROUPS, SOURCES, build, needle
 
 
 def diagnose(lp: LabelledPopulation, budget: int, reps: int) -> None:
@@ -271,6 +273,12 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=200)
     ap.add_argument("--oasis", type=int, default=0, help="OASIS seeds on the needles (0: none)")
     ap.add_argument("--only", nargs="*", default=None)
+    ap.add_argument(
+        "--blind",
+        action="store_true",
+        help="the blind-spot populations instead: each classifier trained without the positives "
+        "of one subgroup (heldout_populations.BLIND_GROUPS), natural prevalence and needle",
+    )
     ap.add_argument("--budgets", type=int, nargs="+", default=[300, 1000])
     ap.add_argument(
         "--diagnose",
@@ -363,8 +371,13 @@ def main() -> None:
         f"{'OASIS':>7} {'ratio':>10}"
     )
     t_start = time.perf_counter()
-    for name in args.only or SOURCES:
-        base = build(name)
+    for name in args.only or (BLIND_GROUPS if args.blind else SOURCES):
+        if args.blind and name not in BLIND_GROUPS:
+            ap.error(
+                f"--blind: population {name!r} has no blind group; allowed: "
+                + ", ".join(BLIND_GROUPS)
+            )
+        base = build(name, blind=args.blind)
         for lp in (base, needle(base)):
             tm = lp.true_metrics()["f1"]
             seed = zlib.crc32(lp.name.encode())
