@@ -43,8 +43,8 @@ from bayes_eval.designs import make_design
 from bayes_eval.priors import Prior
 from bayes_eval.sequential._linear import least_favourable_truth
 from bayes_eval.sequential._paths import simulate_paths
-from bayes_eval.sequential.boundary import labels_used
-from bayes_eval.sequential.robust import _score_rates, calibrate_worst_case
+from bayes_eval.sequential.boundary import fit_boundary, labels_used
+from bayes_eval.sequential.robust import KEEP_TRUTHS, _score_rates, calibrate_worst_case
 
 TARGET = 0.65
 LEVEL = 0.95
@@ -260,6 +260,18 @@ def run_cell(
     return out
 
 
+def two_stage_boundary(cal):
+    """The boundary calibration version 10 fitted (stages 1 and 2 only) on ``cal``'s own paths:
+    each truth's first ``n_sims / 4`` paths are its screening ones, and stage 3's come after
+    stage 2's, so version 10 saw exactly these."""
+    n_first = min(p.shape[0] for p in cal.prob)
+    first = [p[:n_first] for p in cal.prob]
+    screen = fit_boundary(first, cal.looks, level=cal.level, margin_prob=cal.margin_prob)
+    keep = np.argsort(-screen.rates, kind="stable")[: min(KEEP_TRUTHS, len(first))]
+    fam = [p if i in keep else first[i] for i, p in enumerate(cal.prob)]
+    return fit_boundary(fam, cal.looks, level=cal.level, margin_prob=cal.margin_prob)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cal-sims", type=int, default=2000)
@@ -360,6 +372,13 @@ def main() -> None:
                 cal.truths, cal.prob, cal.boundary.rates, cal.boundary.mcse, strict=True
             ):
                 print(f"    {t.name:14s} n={p.shape[0]:5d} in-sample {rate:.4f} ± {se:.4f}")
+            old = two_stage_boundary(cal)
+            diff = float(np.abs(old.nominal - cal.boundary.nominal).max())
+            print(
+                "  version 10's boundary (stages 1-2 on the same paths): "
+                + ("IDENTICAL" if diff == 0.0 else f"differs, max |d nominal| {diff:.2e}")
+                + f" ({old.nominal[0]:.6f} -> {old.nominal[-1]:.6f}, shape {old.shape:g})"
+            )
             sys.stdout.flush()
             continue
         print(

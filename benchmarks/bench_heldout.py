@@ -268,6 +268,14 @@ def integration(
     print("".join(line) + f"   found on the predicted positives: median {np.median(found):.0f}")
 
 
+def population(name: str) -> LabelledPopulation:
+    """``NAME``, ``needle NAME``, ``blind NAME`` or ``needle blind NAME``."""
+    base = name.removeprefix("needle ")
+    blind = base.startswith("blind ")
+    lp = build(base.removeprefix("blind "), blind=blind)
+    return needle(lp) if name.startswith("needle ") else lp
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=200)
@@ -326,9 +334,11 @@ def main() -> None:
         + (args.sensitivity or [])
         + (args.integration or [])
     ):
-        if name.removeprefix("needle ") not in SOURCES:
+        base_name = name.removeprefix("needle ")
+        if base_name not in SOURCES and base_name.removeprefix("blind ") not in BLIND_GROUPS:
             ap.error(
-                f"population {name!r} is unknown; allowed: {', '.join(SOURCES)} (or 'needle NAME')"
+                f"population {name!r} is unknown; allowed: {', '.join(SOURCES)} (or 'needle "
+                f"NAME', 'blind B', 'needle blind B' with B one of {', '.join(BLIND_GROUPS)})"
             )
     if args.integration is not None:
         names = args.integration or [p for b in SOURCES for p in (b, f"needle {b}")]
@@ -345,20 +355,15 @@ def main() -> None:
         head = f"{'own':>7}{'ref':>7}{'mean|d|':>8}{'max|d|':>7}" * len(METRICS3)
         print(f"{'population':<22}{'reps':>5}{'labels':>7}{head}")
         for name in names:
-            base = build(name.removeprefix("needle "))
-            integration(
-                needle(base) if name.startswith("needle ") else base, max(budgets), args.reps, own
-            )
+            integration(population(name), max(budgets), args.reps, own)
         return
     if args.sensitivity:
         for name in args.sensitivity:
-            base = build(name.removeprefix("needle "))
-            sensitivity(needle(base) if name.startswith("needle ") else base, args.per_stratum)
+            sensitivity(population(name), args.per_stratum)
         return
     if args.diagnose:
         for name in args.diagnose:
-            base = build(name.removeprefix("needle "))
-            diagnose(needle(base) if name.startswith("needle ") else base, max(budgets), args.reps)
+            diagnose(population(name), max(budgets), args.reps)
         return
     print(
         f"# held-out populations: the default audit (n_strata='auto', pooled, posterior_variance,"
