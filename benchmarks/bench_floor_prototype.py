@@ -11,9 +11,15 @@ floor enters through :func:`bayes_eval.models._cells.curve_logit` alone (the sce
 the design's allocation rates read the same curve). It runs on the numpy engine (the compiled
 kernel has four hyperparameters), monkeypatching the package for this process only.
 
-Usage: ``uv run python benchmarks/bench_floor_prototype.py REPS POPS [--mu -3] [--sd 2] [--off]``
-with POPS a comma list of ``blind2 blind20 cal2 cal20 flat2 nonmono2 needle`` (the battery's
-populations: ``bench_pooled.population``; ``blind*`` is ``miscalibration="blind_spot"``).
+Session 22 adds a second prototype, ``--cell-df NU``: every cell's logit deviation gets a
+Student-t prior (NU degrees of freedom, the same scale) instead of the normal one
+(:func:`install_cell_tails`), so a large deviation the labels support is shrunk less.
+
+Usage: ``uv run python benchmarks/bench_floor_prototype.py REPS POPS [--mu -3] [--sd 2] [--off]
+[--cell-df 4]`` with POPS a comma list of ``blind2 blind20 cal2 cal20 flat2 nonmono2 needle`` (the
+battery's populations: ``bench_pooled.population``; ``blind*`` is
+``miscalibration="blind_spot"``) or held-out names of ``bench_heldout.py`` with a blind group
+(``"blind flights"``, audited as that benchmark does).
 Prints the coverage of the 95 % lower bounds and the F1 RMSE at 1,000 labels of the battery's
 audits (10 strata per side, ``"auto"`` for the needle, seed 7), as ``bench_pooled.py`` does.
 """
