@@ -44,7 +44,7 @@ from bayes_eval.priors import Prior
 from bayes_eval.sequential._linear import least_favourable_truth
 from bayes_eval.sequential._paths import simulate_paths
 from bayes_eval.sequential.boundary import fit_boundary, labels_used
-from bayes_eval.sequential.robust import KEEP_TRUTHS, _score_rates, calibrate_worst_case
+from bayes_eval.sequential.robust import _score_rates, calibrate_worst_case, screening_keep
 
 TARGET = 0.65
 LEVEL = 0.95
@@ -266,8 +266,7 @@ def two_stage_boundary(cal):
     stage 2's, so version 10 saw exactly these."""
     n_first = min(p.shape[0] for p in cal.prob)
     first = [p[:n_first] for p in cal.prob]
-    screen = fit_boundary(first, cal.looks, level=cal.level, margin_prob=cal.margin_prob)
-    keep = np.argsort(-screen.rates, kind="stable")[: min(KEEP_TRUTHS, len(first))]
+    keep = screening_keep(first, cal.looks, level=cal.level, margin_prob=cal.margin_prob)
     fam = [p if i in keep else first[i] for i, p in enumerate(cal.prob)]
     return fit_boundary(fam, cal.looks, level=cal.level, margin_prob=cal.margin_prob)
 

@@ -182,6 +182,20 @@ def _score_rates(strata: Any, rates: Any, a: np.ndarray, b: np.ndarray) -> np.nd
     return a / (a + b)
 
 
+def screening_keep(
+    prob: list[np.ndarray],
+    looks: np.ndarray,
+    *,
+    level: float,
+    margin_prob: np.ndarray | None,
+    shapes: tuple[float, ...] = DEFAULT_SHAPES,
+) -> np.ndarray:
+    """Stage 2's truths: the :data:`KEEP_TRUTHS` with the highest false-accept rates under the
+    boundary fitted to the screening paths ``prob``."""
+    screen = fit_boundary(prob, looks, level=level, margin_prob=margin_prob, shapes=shapes)
+    return np.argsort(-screen.rates, kind="stable")[: min(KEEP_TRUTHS, len(prob))]
+
+
 def check_count(value: Any, name: str) -> int:
     """A non-negative int (bool rejected), else a ValueError naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
@@ -362,37 +376,38 @@ def calibrate_worst_case(
 
         return setup.simulate(positives, sims, gen, tick)
 
+    fam: list[np.ndarray] = []
+    full = np.zeros(n_fam, dtype=bool)
+    done = 0
+
+    def promote(idx: np.ndarray) -> None:
+        """Give the truths ``idx`` ``n_sims`` more paths (after their screening ones)."""
+        nonlocal done
+        extra = run(pos[idx], n_sims, done)
+        done += n_batches * idx.size * n_sims
+        for i, t in enumerate(idx.tolist()):
+            fam[t] = np.concatenate([fam[t], extra[i]])
+        full[idx] = True
+
     # stage 1: every truth (and the one above the target) at n_sims / 4
     first = run(pos, n_first, 0)
+    done = n_batches * pos.shape[0] * n_first
     mprob = first[n_fam] if first.shape[0] > n_fam else None
-    screen = fit_boundary(
-        list(first[:n_fam]), schedule, level=level, margin_prob=mprob, shapes=shapes
-    )
+    fam.extend(first[t] for t in range(n_fam))
     # stage 2: the truths that bind (highest stage-1 rates) again at the full n_sims; the
     # others keep their stage-1 paths, so the boundary still holds at them
-    keep = np.argsort(-screen.rates, kind="stable")[:n_keep]
-    second = run(pos[keep], n_sims, n_batches * pos.shape[0] * n_first)
-    fam = [first[t] for t in range(n_fam)]
-    for i, t in enumerate(keep.tolist()):
-        fam[t] = np.concatenate([first[t], second[i]])
+    promote(screening_keep(fam, schedule, level=level, margin_prob=mprob, shapes=shapes))
     boundary = fit_boundary(fam, schedule, level=level, margin_prob=mprob, shapes=shapes)
     # stage 3: a truth simulated only at the screening size that the final boundary brings
     # within one MC s.e. of its allowance gets the full n_sims too, and the boundary is refit,
     # until every truth near its allowance has n_sims * 5 / 4 paths (a boundary fitted to 500
     # lucky paths can miss by 3 points there, bench_certification_pooled.txt, session 21)
-    full = np.zeros(n_fam, dtype=bool)
-    full[keep] = True
-    done = n_batches * (pos.shape[0] * n_first + n_keep * n_sims)
     while boundary.attainable:
         near = np.flatnonzero(~full & near_allowance(fam, boundary.nominal, level))
         if near.size == 0:
             break
         total += n_batches * near.size * n_sims
-        extra = run(pos[near], n_sims, done)
-        done += n_batches * near.size * n_sims
-        for i, t in enumerate(near.tolist()):
-            fam[t] = np.concatenate([fam[t], extra[i]])
-        full[near] = True
+        promote(near)
         boundary = fit_boundary(fam, schedule, level=level, margin_prob=mprob, shapes=shapes)
     return WorstCaseCalibration(
         boundary=boundary,
