@@ -27,7 +27,11 @@ Usage: ``uv run python benchmarks/bench_heldout.py [--reps 200] [--oasis 16] [--
 ``--integration [NAME ...]`` the coverage of the final bounds when the posterior is integrated
 more accurately than by the model's own importance nodes; ``--blind`` runs the blind-spot
 populations instead (:data:`heldout_populations.BLIND_GROUPS`: the classifier trained without
-the positives of one subgroup, which the scores then put among the negatives).
+the positives of one subgroup, which the scores then put among the negatives); ``--widened``
+the widened topics (:data:`heldout_populations.WIDENED`: a second real outcome the classifier
+never saw joins the positives, which then spread over the negatives' scores), each at its
+natural prevalence, at 2 % and as a needle. Population names: ``NAME``, ``blind B``,
+``widened W``, each optionally prefixed by ``needle `` or ``2% `` (any percentage).
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ import contextlib
 import sys
 import time
 import zlib
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -54,7 +60,15 @@ from bench_pooled import (
     run_audits,
     run_oasis,
 )
-from heldout_populations import BLIND_GROUPS, SOURCES, build, needle
+from heldout_populations import (
+    BLIND_GROUPS,
+    SOURCES,
+    WIDENED,
+    at_prevalence,
+    build,
+    needle,
+    widened,
+)
 
 
 def diagnose(lp: LabelledPopulation, budget: int, reps: int) -> None:
@@ -269,11 +283,41 @@ def integration(
 
 
 def population(name: str) -> LabelledPopulation:
-    """``NAME``, ``needle NAME``, ``blind NAME`` or ``needle blind NAME``."""
-    base = name.removeprefix("needle ")
-    blind = base.startswith("blind ")
-    lp = build(base.removeprefix("blind "), blind=blind)
-    return needle(lp) if name.startswith("needle ") else lp
+    """``NAME`` (of ``SOURCES``), ``blind B`` (of ``BLIND_GROUPS``) or ``widened W`` (of
+    ``WIDENED``), optionally prefixed by ``needle `` or ``P% `` (thinned to P % prevalence);
+    ``ValueError`` naming what is allowed otherwise."""
+    return _recipe(name)()
+
+
+def _recipe(name: str) -> Callable[[], LabelledPopulation]:
+    """How to build the population ``name`` (:func:`population`), checked without building."""
+    base, prevalence = name, None
+    first, _, rest = name.partition(" ")
+    if first == "needle":
+        base = rest
+    elif first.endswith("%") and rest:
+        try:
+            prevalence = float(first[:-1]) / 100.0
+        except ValueError:
+            prevalence = -1.0
+        if not 0.0 < prevalence < 1.0:
+            raise ValueError(f"population {name!r}: {first!r} is no percentage in (0, 100)")
+        base = rest
+    if base in SOURCES:
+        make = partial(build, base)
+    elif base.startswith("blind ") and base.removeprefix("blind ") in BLIND_GROUPS:
+        make = partial(build, base.removeprefix("blind "), blind=True)
+    elif base.startswith("widened ") and base.removeprefix("widened ") in WIDENED:
+        make = partial(widened, base.removeprefix("widened "))
+    else:
+        raise ValueError(
+            f"population {name!r} is unknown; allowed: {', '.join(SOURCES)}, 'blind B' with B one "
+            f"of {', '.join(BLIND_GROUPS)}, 'widened W' with W one of {', '.join(WIDENED)}; "
+            "each optionally prefixed by 'needle ' or 'P% '"
+        )
+    if first == "needle":
+        return lambda: needle(make())
+    return make if prevalence is None else lambda: at_prevalence(make(), prevalence)
 
 
 def main() -> None:
@@ -286,6 +330,12 @@ def main() -> None:
         action="store_true",
         help="the blind-spot populations instead: each classifier trained without the positives "
         "of one subgroup (heldout_populations.BLIND_GROUPS), natural prevalence and needle",
+    )
+    ap.add_argument(
+        "--widened",
+        action="store_true",
+        help="the widened topics instead (heldout_populations.WIDENED): natural prevalence, 2 %% "
+        "and needle",
     )
     ap.add_argument("--budgets", type=int, nargs="+", default=[300, 1000])
     ap.add_argument(
@@ -334,12 +384,10 @@ def main() -> None:
         + (args.sensitivity or [])
         + (args.integration or [])
     ):
-        base_name = name.removeprefix("needle ")
-        if base_name not in SOURCES and base_name.removeprefix("blind ") not in BLIND_GROUPS:
-            ap.error(
-                f"population {name!r} is unknown; allowed: {', '.join(SOURCES)} (or 'needle "
-                f"NAME', 'blind B', 'needle blind B' with B one of {', '.join(BLIND_GROUPS)})"
-            )
+        try:
+            _recipe(name)
+        except ValueError as exc:
+            ap.error(str(exc))
     if args.integration is not None:
         names = args.integration or [p for b in SOURCES for p in (b, f"needle {b}")]
         own = None if args.own is None else (int(args.own[0]), float(args.own[1]))
@@ -376,14 +424,19 @@ def main() -> None:
         f"{'OASIS':>7} {'ratio':>10}"
     )
     t_start = time.perf_counter()
-    for name in args.only or (BLIND_GROUPS if args.blind else SOURCES):
-        if args.blind and name not in BLIND_GROUPS:
-            ap.error(
-                f"--blind: population {name!r} has no blind group; allowed: "
-                + ", ".join(BLIND_GROUPS)
-            )
-        base = build(name, blind=args.blind)
-        for lp in (base, needle(base)):
+    if args.blind and args.widened:
+        ap.error("--blind and --widened: choose one")
+    kinds = BLIND_GROUPS if args.blind else WIDENED if args.widened else SOURCES
+    for name in args.only or kinds:
+        if name not in kinds:
+            ap.error(f"--only: population {name!r} is not one of {', '.join(kinds)}")
+        if args.widened:
+            base = widened(name)
+            lps = (base, at_prevalence(base, 0.02), needle(base))
+        else:
+            base = build(name, blind=args.blind)
+            lps = (base, needle(base))
+        for lp in lps:
             tm = lp.true_metrics()["f1"]
             seed = zlib.crc32(lp.name.encode())
             res, k, _ = run_audits(lp, "auto", budgets, args.reps, seed=seed, batch=100)

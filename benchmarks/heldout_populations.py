@@ -6,8 +6,13 @@ Ideal), ``stevedata`` gss_abortion, ``AER`` CPSSW8 (female), ``mlmRev`` Chem97 (
 ``lme4`` InstEval (rating 5) -- scored by L2 logistic regression or scikit-learn's
 ``HistGradientBoostingClassifier`` trained on a seeded 30 %; the population is the other 70 %.
 :func:`needle` keeps every negative and a seeded 40 of the positives; ``build(name, blind=True)``
-trains the classifier without one subgroup's positives (:data:`BLIND_GROUPS`). A module of its
-own so that ``bench_heldout.py`` and ``bench_pooled.py`` (its NUTS case) can both use it.
+trains the classifier without one subgroup's positives (:data:`BLIND_GROUPS`). :func:`widened`
+builds a *widened topic* (:data:`WIDENED`, session 23): the positives are those of the outcome
+the classifier was trained for *or* of a second real outcome it never saw and whose defining
+feature it does not read, so those positives spread over the negatives' scores (a floor under
+the positive rate, the shape of ``datasets.synthetic(miscalibration="blind_spot")``), and
+:func:`at_prevalence` thins the positives of any population. A module of its own so that
+``bench_heldout.py`` and ``bench_pooled.py`` (its NUTS case) can both use it.
 """
 
 from __future__ import annotations
@@ -18,7 +23,17 @@ import pandas as pd
 from bayes_eval import Population
 from bayes_eval.datasets import LabelledPopulation, _f1_threshold, _logistic_irls
 
-__all__ = ["BLIND_GROUPS", "NEEDLE_POSITIVES", "SOURCES", "TRAIN_FRACTION", "build", "needle"]
+__all__ = [
+    "BLIND_GROUPS",
+    "NEEDLE_POSITIVES",
+    "SOURCES",
+    "TRAIN_FRACTION",
+    "WIDENED",
+    "at_prevalence",
+    "build",
+    "needle",
+    "widened",
+]
 
 TRAIN_FRACTION = 0.3
 NEEDLE_POSITIVES = 40
@@ -130,6 +145,37 @@ def _insteval() -> tuple[pd.DataFrame, np.ndarray, str]:
     return x, y, "lme4 InstEval (ETH lecture ratings); target rating 5"
 
 
+def _flights_widened() -> tuple[pd.DataFrame, np.ndarray, np.ndarray, str]:
+    x, late, _ = _flights()
+    d = _rdata("nycflights13", "flights")
+    d = d[d["arr_delay"].notna()].reset_index(drop=True)
+    early = (d["dep_delay"] <= -10).to_numpy()
+    return (
+        x,
+        late,
+        early,
+        "nycflights13 flights; topic arrival > 60 min late OR departure >= 10 min early",
+    )
+
+
+def _diamonds_widened() -> tuple[pd.DataFrame, np.ndarray, np.ndarray, str]:
+    d = _rdata("ggplot2", "diamonds")
+    price = d["price"].to_numpy()
+    num = pd.DataFrame({"carat": np.log(d["carat"]), "depth": d["depth"], "table": d["table"]})
+    x = pd.concat([num, _one_hot(d, ["cut", "color"])], axis=1)
+    top = price > np.quantile(price, 0.8)
+    vvs1 = (d["clarity"].astype(str) == "VVS1").to_numpy()
+    return x, top, vvs1, "ggplot2 diamonds; topic price in the top 20 % OR clarity VVS1"
+
+
+#: name -> (features, the trained outcome, the unseen outcome, description; classifier): the
+#: classifier reads neither price and clarity (diamonds) nor the departure delay (flights)
+WIDENED = {
+    "diamonds": (_diamonds_widened, "boosted"),
+    "flights": (_flights_widened, "logistic"),
+}
+
+
 #: name -> (features builder, classifier)
 SOURCES = {
     "flights": (_flights, "logistic"),
@@ -168,11 +214,7 @@ def build(name: str, seed: int = 0, blind: bool = False) -> LabelledPopulation:
     frame, y, source = make()
     group = frame[BLIND_GROUPS[name]].to_numpy() == 1 if blind else None
     x = frame.to_numpy(dtype=np.float64)
-    n = x.shape[0]
-    gen = np.random.default_rng(seed)
-    perm = gen.permutation(n)
-    n_train = round(TRAIN_FRACTION * n)
-    train, test = np.sort(perm[:n_train]), np.sort(perm[n_train:])
+    train, test = _split(x.shape[0], seed)
     if group is not None:
         train = train[~(group[train] & y[train])]
         share = (group[test] & y[test]).sum() / max(int(y[test].sum()), 1)
@@ -181,6 +223,20 @@ def build(name: str, seed: int = 0, blind: bool = False) -> LabelledPopulation:
             f"({share:.0%} of the positives)"
         )
         name = f"blind {name}"
+    return _scored(name, f"{source}; {kind} classifier", x, y, train, test, kind, seed)
+
+
+def _split(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The seeded training (:data:`TRAIN_FRACTION`) and population indices of ``n`` items."""
+    perm = np.random.default_rng(seed).permutation(n)
+    n_train = round(TRAIN_FRACTION * n)
+    return np.sort(perm[:n_train]), np.sort(perm[n_train:])
+
+
+def _scored(name, description, x, y, train, test, kind, seed) -> LabelledPopulation:
+    """Train ``kind`` on ``train``; the population is ``test``, thresholded at the training F1's
+    best cut."""
+    n = x.shape[0]
     if kind == "logistic":
         mean, sd = x[train].mean(axis=0), x[train].std(axis=0)
         sd[sd == 0] = 1.0
@@ -196,7 +252,50 @@ def build(name: str, seed: int = 0, blind: bool = False) -> LabelledPopulation:
             scores = clf.predict_proba(x)[:, 1]
     threshold = _f1_threshold(scores[train], y[train])
     pop = Population(scores[test], threshold=threshold)
-    return LabelledPopulation(name, f"{source}; {kind} classifier", pop, y[test].copy())
+    return LabelledPopulation(name, description, pop, y[test].copy())
+
+
+def widened(name: str, seed: int = 0) -> LabelledPopulation:
+    """The widened topic ``name`` (:data:`WIDENED`) at its natural prevalence: the classifier is
+    trained for the first outcome on the training part without the positives of the second
+    (the topic was widened after training); the population's positives are both outcomes'.
+
+    The second outcome's positives spread over the negatives' scores (their AUC against the
+    negatives 0.35 on diamonds, 0.50 on flights; 21 % and 31 % of the positives): a floor, the
+    real counterpart of the synthetic blind spot (the blind spots of :data:`BLIND_GROUPS` are
+    pockets below the negatives instead).
+    """
+    make, kind = WIDENED[name]
+    frame, first, second, source = make()
+    y = first | second
+    unseen = second & ~first
+    x = frame.to_numpy(dtype=np.float64)
+    train, test = _split(x.shape[0], seed)
+    train = train[~unseen[train]]
+    share = unseen[test].sum() / max(int(y[test].sum()), 1)
+    description = (
+        f"{source}; {kind} classifier trained for the first outcome only (the second's "
+        f"{share:.0%} of the positives unseen)"
+    )
+    return _scored(f"widened {name}", description, x, y, train, test, kind, seed)
+
+
+def at_prevalence(base: LabelledPopulation, prevalence: float, seed: int = 0) -> LabelledPopulation:
+    """All negatives of ``base`` and a seeded share of its positives, so that the prevalence is
+    ``prevalence`` (threshold re-tuned on it, as :func:`needle` does); named ``"P% NAME"``."""
+    truth = np.asarray(base.truth, dtype=bool)
+    pos, neg = np.flatnonzero(truth), np.flatnonzero(~truth)
+    k = round(prevalence * neg.size / (1.0 - prevalence))
+    if not 0 < k <= pos.size:
+        raise ValueError(f"prevalence={prevalence!r}: {base.name} has {pos.size} positives")
+    kept = np.random.default_rng(seed).choice(pos, k, replace=False)
+    keep = np.sort(np.concatenate([neg, kept]))
+    scores = np.asarray(base.population.scores, dtype=np.float64)[keep]
+    y = truth[keep]
+    pop = Population(scores, threshold=_f1_threshold(scores, y))
+    return LabelledPopulation(
+        f"{prevalence:.0%} {base.name}", f"{prevalence:.0%} of " + base.description, pop, y
+    )
 
 
 def needle(base: LabelledPopulation, seed: int = 0) -> LabelledPopulation:

