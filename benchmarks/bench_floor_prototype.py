@@ -16,8 +16,8 @@ Student-t prior (NU degrees of freedom, the same scale) instead of the normal on
 (:func:`install_cell_tails`), so a large deviation the labels support is shrunk less.
 
 Usage: ``uv run python benchmarks/bench_floor_prototype.py REPS POPS [--mu -3] [--sd 2] [--off]
-[--cell-df 4]`` with POPS a comma list of ``blind2 blind20 cal2 cal20 flat2 nonmono2 needle`` (the
-battery's populations: ``bench_pooled.population``; ``blind*`` is
+[--cell-df 4] [--negative-only]`` with POPS a comma list of ``blind2 blind20 cal2 cal20 flat2
+nonmono2 needle`` (the battery's populations: ``bench_pooled.population``; ``blind*`` is
 ``miscalibration="blind_spot"``) or held-out names of ``bench_heldout.py`` (``"blind flights"``,
 ``"2% widened diamonds"``, audited as that benchmark does).
 Prints the coverage of the 95 % lower bounds and the F1 RMSE at 1,000 labels of the battery's
@@ -54,8 +54,10 @@ POPULATIONS = {
 }
 
 
-def install_floor(mu: float, sd: float) -> None:
-    """Give the pooled curve a floor ``eps`` (``phi[..., 4]``), for this process."""
+def install_floor(mu: float, sd: float, negative_only: bool = False) -> None:
+    """Give the pooled curve a floor ``eps`` (``phi[..., 4]``), for this process; with
+    ``negative_only`` on the predicted negatives' strata alone (session 23: a floor on the
+    predicted positives raises a weak classifier's tiny rates there and breaks precision)."""
     curve4 = _cells.curve_logit
     prior_of4 = hyp.prior_of
 
@@ -64,7 +66,8 @@ def install_floor(mu: float, sd: float) -> None:
         if phi.shape[-1] == 4:
             return eb
         eps = expit(phi[..., 4])[..., None]
-        return logit(np.clip(eps + (1.0 - eps) * expit(eb), 1e-300, 1.0 - 1e-16))
+        floored = logit(np.clip(eps + (1.0 - eps) * expit(eb), 1e-300, 1.0 - 1e-16))
+        return np.where(side == 0, floored, eb) if negative_only else floored
 
     @dataclasses.dataclass(frozen=True, slots=True)
     class FloorPrior(Prior):
@@ -146,6 +149,9 @@ def main() -> None:
     ap.add_argument("--sd", type=float, default=2.0, help="its prior sd")
     ap.add_argument("--off", action="store_true", help="no floor (the model, numpy engine)")
     ap.add_argument(
+        "--negative-only", action="store_true", help="the floor on the predicted negatives only"
+    )
+    ap.add_argument(
         "--cell-df",
         type=float,
         default=0.0,
@@ -153,11 +159,13 @@ def main() -> None:
     )
     args = ap.parse_args()
     if not args.off:
-        install_floor(args.mu, args.sd)
+        install_floor(args.mu, args.sd, negative_only=args.negative_only)
     if args.cell_df > 0:
         install_cell_tails(args.cell_df)
     hyp._ENGINE = "numpy"
     tag = "off" if args.off else f"mu {args.mu:g} sd {args.sd:g}"
+    if args.negative_only and not args.off:
+        tag += " neg"
     if args.cell_df > 0:
         tag += f" t{args.cell_df:g}"
     for name in args.pops.split(","):
