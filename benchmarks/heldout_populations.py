@@ -284,28 +284,29 @@ def at_prevalence(base: LabelledPopulation, prevalence: float, seed: int = 0) ->
     """All negatives of ``base`` and a seeded share of its positives, so that the prevalence is
     ``prevalence`` (threshold re-tuned on it, as :func:`needle` does); named ``"P% NAME"``."""
     truth = np.asarray(base.truth, dtype=bool)
-    pos, neg = np.flatnonzero(truth), np.flatnonzero(~truth)
-    k = round(prevalence * neg.size / (1.0 - prevalence))
-    if not 0 < k <= pos.size:
-        raise ValueError(f"prevalence={prevalence!r}: {base.name} has {pos.size} positives")
-    kept = np.random.default_rng(seed).choice(pos, k, replace=False)
-    keep = np.sort(np.concatenate([neg, kept]))
-    scores = np.asarray(base.population.scores, dtype=np.float64)[keep]
-    y = truth[keep]
-    pop = Population(scores, threshold=_f1_threshold(scores, y))
-    return LabelledPopulation(
-        f"{prevalence:.0%} {base.name}", f"{prevalence:.0%} of " + base.description, pop, y
+    n_pos, n_neg = int(truth.sum()), int((~truth).sum())
+    k = round(prevalence * n_neg / (1.0 - prevalence))
+    if not 0 < k <= n_pos:
+        raise ValueError(f"prevalence={prevalence!r}: {base.name} has {n_pos} positives")
+    return _thinned(
+        base, k, seed, f"{prevalence:.0%} {base.name}", f"{prevalence:.0%} of " + base.description
     )
 
 
 def needle(base: LabelledPopulation, seed: int = 0) -> LabelledPopulation:
     """All negatives of ``base`` and a seeded :data:`NEEDLE_POSITIVES` of its positives."""
+    k = min(NEEDLE_POSITIVES, int(np.asarray(base.truth, dtype=bool).sum()))
+    return _thinned(base, k, seed, f"needle {base.name}", "needle of " + base.description)
+
+
+def _thinned(
+    base: LabelledPopulation, k: int, seed: int, name: str, description: str
+) -> LabelledPopulation:
+    """All negatives of ``base`` and a seeded ``k`` of its positives, the threshold re-tuned."""
     truth = np.asarray(base.truth, dtype=bool)
-    gen = np.random.default_rng(seed)
-    pos = np.flatnonzero(truth)
-    kept = gen.choice(pos, min(NEEDLE_POSITIVES, pos.size), replace=False)
+    kept = np.random.default_rng(seed).choice(np.flatnonzero(truth), k, replace=False)
     keep = np.sort(np.concatenate([np.flatnonzero(~truth), kept]))
     scores = np.asarray(base.population.scores, dtype=np.float64)[keep]
     y = truth[keep]
     pop = Population(scores, threshold=_f1_threshold(scores, y))
-    return LabelledPopulation(f"needle {base.name}", "needle of " + base.description, pop, y)
+    return LabelledPopulation(name, description, pop, y)
