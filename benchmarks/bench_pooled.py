@@ -506,8 +506,9 @@ def _nuts_fn_draws(prof, layout, n, h, hp, prior, seed, draws=1000, chains=4):
     (chains kept apart for the R-hat) and the number of divergences.
     The hyperprior is the fit's own (``Prior.log_density``: mean-anchored side intercepts,
     Catmull-Rom anchors; the sceptical lean on the mean curve rates of each side's unlabelled
-    items, ``remainder_lean``), written in pytensor as a potential (the lean by the model's own
-    ``side_lean``, the intercepts' Student-t by its ``intercept_log_density``)."""
+    items, ``remainder_lean``; the predicted negatives' floor), written in pytensor as a
+    potential (the lean by the model's own ``side_lean``, the intercepts' Student-t by its
+    ``intercept_log_density``)."""
     import nutpie
     import pymc as pm
     import pytensor.tensor as pt
@@ -540,11 +541,17 @@ def _nuts_fn_draws(prof, layout, n, h, hp, prior, seed, draws=1000, chains=4):
         be_ = pm.Flat("beta", initval=prior.start()[1])
         ga = pm.Flat("gamma", initval=prior.start()[2])
         lt = pm.Flat("log_tau", initval=prior.start()[3])
+        fl = pm.Flat("logit_eps", initval=prior.start()[4])
         a0, a1 = cr(prior.anchor[0], be_), cr(prior.anchor[1], be_)
-        sa, sb, st = prior.sd[0], prior.sd[1], prior.sd[3]
+        sa, sb, st, sf = prior.sd[0], prior.sd[1], prior.sd[3], prior.sd[4]
         eta = al + be_ * (prof.x - prof.center) + ga * side[:, None]
-        lp = pm.math.log((prof.weight * pm.math.sigmoid(eta)).sum(axis=-1))
-        lq = pm.math.log((prof.weight * pm.math.sigmoid(-eta)).sum(axis=-1))
+        sp = (prof.weight * pm.math.sigmoid(eta)).sum(axis=-1)
+        sq = (prof.weight * pm.math.sigmoid(-eta)).sum(axis=-1)
+        # the predicted negatives' floor: p' = eps + (1 - eps) p, q' = (1 - eps) q
+        eps = pm.math.sigmoid(fl)
+        neg = side == 0.0
+        lp = pm.math.log(pt.switch(neg, eps + (1.0 - eps) * sp, sp))
+        lq = pm.math.log(pt.switch(neg, (1.0 - eps) * sq, sq))
         rem = (prof.sizes - n).astype(float)
         side_m = []
         for s_ in (0.0, 1.0):
@@ -558,7 +565,12 @@ def _nuts_fn_draws(prof, layout, n, h, hp, prior, seed, draws=1000, chains=4):
             "hyperprior",
             intercept_log_density(al - a0, sa, prior.df, pt.log1p, upper=False, where=pt.switch)
             + intercept_log_density(al + ga - a1, sa, prior.df, pt.log1p)
-            - 0.5 * (((be_ - prior.mean[1]) / sb) ** 2 + ((lt - prior.mean[3]) / st) ** 2)
+            - 0.5
+            * (
+                ((be_ - prior.mean[1]) / sb) ** 2
+                + ((lt - prior.mean[3]) / st) ** 2
+                + ((fl - prior.mean[4]) / sf) ** 2
+            )
             + LEAN_POWER * side_lean(side_m[0], side_m[1], log_expit),
         )
         z = pm.Normal("z", 0.0, 1.0, shape=layout.n_cells)
@@ -600,12 +612,15 @@ def nuts_check(seed=5):
         # session 12: a held-out needle whose scores are ~500x too high on 16,627 predicted
         # positives, where the heavy-tailed intercept carries the posterior far from its anchor
         ("needle insteval K=20", None, "insteval", 10, 30),
+        # session 24: a real floor (unseen positives among the negatives), where the predicted
+        # negatives' floor carries the posterior of the missed positives
+        ("2% widened diamonds K=20", None, "2% widened diamonds", 10, 30),
     ]
     for label, prev, mis, ns, per in cases:
         if prev is None:
-            from heldout_populations import build, needle
+            from bench_heldout import population as heldout
 
-            lp = needle(build(mis))
+            lp = heldout(mis if mis.startswith("2%") else f"needle {mis}")
         else:
             lp = population(prev, mis)
         strata = be.stratify(lp.population, method="equal_size", n_strata=ns)

@@ -119,7 +119,7 @@ def test_fit_is_deterministic_finite_and_batched(pop2):
     f1 = fit_pooled(prof, n, h)
     f2 = fit_pooled(prof, n, h)
     np.testing.assert_array_equal(f1.weight, f2.weight)
-    assert isinstance(f1, PooledFit) and f1.phi.shape == (512, 4)
+    assert isinstance(f1, PooledFit) and f1.phi.shape == (512, 5)
     nb = np.stack([n, n, np.zeros_like(n)])
     hb = np.stack([h, h, np.zeros_like(h)])
     fb = fit_pooled(prof, nb, hb)

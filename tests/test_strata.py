@@ -183,12 +183,11 @@ def test_auto_strata_pin_the_pooled_curve_on_a_strong_needle():
     """The default audit (``n_strata="auto"``, the pooled model, 1,000 labels) on synthetic
     0.05 % needles with a strong classifier (separation 5, F1 ~0.87): ``"auto"`` gives the 25-60
     predicted positives one stratum per five items, whose labels pin the curve's slope. Mean F1
-    error over 8 seeded audits: -0.091 (session 12's anchor; -0.088 with session 11's normal one,
-    -0.117 with a t on both sides' intercepts; per-audit sd ~0.045, so s.e. ~0.016); with the
-    cube-root rule of sessions 1-10 (2 strata on that side) -0.136, and 7 of the 8 audits were
-    worse; the
-    bound -0.11 sits about 1.5 s.e. from each (``bench_default_needles.py``: -0.077 +- 0.012
-    against -0.141 +- 0.016 over 16 seeds)."""
+    error over 8 seeded audits, session 24 (the predicted negatives' floor, whose unmeasurable
+    false negatives pull every needle's F1 down): -0.124 +- 0.014; with 2 strata on that side
+    (the cube-root rule of sessions 1-10) -0.211 +- 0.017, worse in 8 of 8 audits (paired
+    difference 0.087 +- 0.011). The bound -0.16 sits 2.6 s.e. below the first and 3 s.e. above
+    the second. (Before the floor: -0.091 against -0.136, bound -0.11.)"""
     from bayes_eval import datasets
 
     errs = []
@@ -202,4 +201,4 @@ def test_auto_strata_pin_the_pooled_curve_on_a_strong_needle():
                 lp.oracle, budget=1000, batch_size=100
             )
         errs.append(res.posterior.mean("f1") - lp.true_metrics()["f1"])
-    assert np.mean(errs) > -0.11, errs
+    assert np.mean(errs) > -0.16, errs

@@ -283,11 +283,22 @@ def curve_logit(
 ) -> np.ndarray:
     r"""Effective logit :math:`\bar\eta_k = \operatorname{logit} \sum_b w_{kb}
     \operatorname{expit}(\alpha + \beta (x_{kb} - x_0) + \gamma \hat y_k)`, shape ``(..., K)``
-    for hyper-nodes ``phi`` of shape ``(..., 4)``."""
+    for hyper-nodes ``phi`` of shape ``(..., 5)``; on the predicted negatives (``side == 0``)
+    the rate is floored, :math:`\epsilon + (1 - \epsilon)\,\operatorname{expit}(\bar\eta_k)`
+    with :math:`\epsilon = \operatorname{expit}(\phi_5)` (:mod:`bayes_eval.models.pooled`,
+    "the floor"). Hyper-nodes of shape ``(..., 4)`` have no floor."""
     from scipy.special import expit  # on first use (the numpy engine; ``next`` never needs it)
 
     al, be, ga = (phi[..., j, None, None] for j in range(3))
     eta = al + be * (x - center) + ga * side[:, None]
-    lp = np.log(np.maximum((weight * expit(eta)).sum(axis=-1), _MU_MIN))
-    lq = np.log(np.maximum((weight * expit(-eta)).sum(axis=-1), _MU_MIN))
+    sp = (weight * expit(eta)).sum(axis=-1)
+    sq = (weight * expit(-eta)).sum(axis=-1)
+    if phi.shape[-1] > 4:
+        # p' = eps + (1 - eps) p, q' = (1 - eps) q on the predicted negatives
+        eps = expit(phi[..., 4, None])
+        floored = side == 0
+        sp = np.where(floored, eps + (1.0 - eps) * sp, sp)
+        sq = np.where(floored, (1.0 - eps) * sq, sq)
+    lp = np.log(np.maximum(sp, _MU_MIN))
+    lq = np.log(np.maximum(sq, _MU_MIN))
     return lp - lq

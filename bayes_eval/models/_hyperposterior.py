@@ -2,10 +2,11 @@ r"""The pooled model's log hyperposterior and the stage every fit shares: mode, 
 approximation and importance nodes.
 
 :func:`log_post` evaluates the log hyperposterior (up to a constant) at hyper-nodes
-:math:`\phi = (\alpha, \beta, \gamma, \log\tau)`: the cells' integrated likelihood
-(adaptive Gauss--Hermite over each cell's deviation), the sceptical lean and the Gaussian part
-of the hyperprior, by the compiled kernel (:mod:`bayes_eval.models._kernels`) or its numpy
-reference (:mod:`bayes_eval.models._cells`, :func:`bayes_eval.models._prior.remainder_lean`).
+:math:`\phi = (\alpha, \beta, \gamma, \log\tau, \operatorname{logit}\epsilon)`: the cells'
+integrated likelihood (adaptive Gauss--Hermite over each cell's deviation), the sceptical lean
+and the Gaussian part of the hyperprior, by the compiled kernel
+(:mod:`bayes_eval.models._kernels`) or its numpy reference (:mod:`bayes_eval.models._cells`,
+:func:`bayes_eval.models._prior.remainder_lean`).
 :func:`hyper_stage` validates the counts, finds each row's mode by damped Newton
 (:func:`bayes_eval.models._laplace.newton`) and places the importance nodes around the Laplace
 approximation. What is then kept at the nodes differs by caller:
@@ -49,8 +50,8 @@ __all__ = [
     "log_post_summaries",
 ]
 
-#: dimension of the hyperparameter vector (alpha, beta, gamma, log tau)
-D = 4
+#: dimension of the hyperparameter vector (alpha, beta, gamma, log tau, logit of the floor)
+D = 5
 
 #: engine of :func:`log_post`: ``"numba"`` (the compiled kernel of :mod:`._kernels`) or
 #: ``"numpy"`` (the reference implementation, :func:`._cells.curve_logit` and
@@ -74,7 +75,7 @@ def _geometry(
     nugget: float,
     nodes: int,
 ) -> tuple[tuple[int, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-    """The kernel's rows (``phi`` (R, P, 4), ``n, h`` (R, K); batch shape) and keywords."""
+    """The kernel's rows (``phi`` (R, P, 5), ``n, h`` (R, K); batch shape) and keywords."""
     batch = np.broadcast_shapes(phi.shape[:-2], n.shape[:-2], h.shape[:-2])
     npt, k = phi.shape[-2], n.shape[-1]
     ph = np.broadcast_to(phi, (*batch, npt, D)).reshape(-1, npt, D)
@@ -118,7 +119,7 @@ def log_post(
     nodes: int = QUAD_NODES,
     engine: str | None = None,
 ) -> tuple[np.ndarray, CellIntegrals, np.ndarray]:
-    """Log hyperposterior (up to a constant) at ``phi`` (..., P, 4); ``n, h`` (..., 1, K).
+    """Log hyperposterior (up to a constant) at ``phi`` (..., P, 5); ``n, h`` (..., 1, K).
 
     Returns it with the cell integrals and the sceptical lean it contains (``LEAN_POWER`` times
     :func:`~bayes_eval.models._prior.remainder_lean`, 0 for margin priors), each ``(..., P)``.
@@ -204,9 +205,9 @@ class HyperStage:
     ----------
     n, h : ndarray, (..., K)
         The validated counts.
-    mode, cov : ndarray, (..., 4) and (..., 4, 4)
+    mode, cov : ndarray, (..., 5) and (..., 5, 5)
         Laplace approximation of the hyperposterior.
-    phi, log_q : ndarray, (..., S, 4) and (..., S)
+    phi, log_q : ndarray, (..., S, 5) and (..., S)
         Importance nodes and their log proposal density.
     layout : CellLayout
     prior : Prior
@@ -241,7 +242,14 @@ def hyper_stage(profile: ScoreProfile, n: Any, h: Any, hp: Any, init: Any = None
     if init is None:
         x = np.broadcast_to(prior.start(), (*batch, D)).copy()
     else:
-        x = np.array(np.broadcast_to(np.asarray(init, dtype=np.float64), (*batch, D)))
+        init = np.asarray(init, dtype=np.float64)
+        try:
+            x = np.array(np.broadcast_to(init, (*batch, D)))
+        except ValueError:
+            raise ValueError(
+                f"init has shape {init.shape}; allowed: (..., {D}), a hyper-node "
+                "(alpha, beta, gamma, log tau, logit eps) per row"
+            ) from None
         if not np.isfinite(x).all():
             raise ValueError("init contains non-finite values; allowed: finite numbers")
     k = n.shape[-1]

@@ -8,8 +8,9 @@ operations, but without ``(R, P, Q, K)`` temporaries:
 
 1. the effective curve logit :math:`\bar\eta_k` over the stratum's score histogram (one ``exp``
    per histogram cell gives both :math:`\operatorname{expit}(\pm\eta)`; hyper-nodes of a row
-   that share :math:`(\alpha, \beta, \gamma)` share :math:`\bar\eta` and the sceptical lean,
-   computed once: 8 of the 21 points of the finite-difference stencil reuse them);
+   that share :math:`(\alpha, \beta, \gamma)` and the floor share :math:`\bar\eta` and the
+   sceptical lean, computed once: 10 of the 31 points of the finite-difference stencil reuse
+   them);
 2. per cell, the four Newton steps (plus the one that yields the curvature) of the adaptive
    Gauss--Hermite rule, then the ``Q`` nodes, the residual Betas and the beta-binomial log
    ratios ``log Gamma(x + m) - log Gamma(x)`` (Stirling series for ``x >= 30``, ``lgamma``
@@ -100,14 +101,18 @@ def _curve(
     al: float,
     be: float,
     ga: float,
+    fl: float,
     x: np.ndarray,
     w: np.ndarray,
     side: np.ndarray,
     center: float,
     out: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
-    """``_cells.curve_logit`` of one hyper-node into ``out`` (K,)."""
+    """``_cells.curve_logit`` of one hyper-node into ``out`` (K,); ``fl`` is the logit of the
+    predicted negatives' floor."""
     kk, bb = x.shape
+    eps = _expit(fl)
+    keep = 1.0 - eps
     for k in range(kk):
         off = ga * side[k]
         sp = 0.0
@@ -124,6 +129,9 @@ def _curve(
             q = et if eta >= 0.0 else t
             sp += wj * p
             sq += wj * q
+        if side[k] == 0.0:  # the floor: p' = eps + (1 - eps) p, q' = (1 - eps) q
+            sp = eps + keep * sp
+            sq = keep * sq
         out[k] = math.log(max(sp, _MU_MIN)) - math.log(max(sq, _MU_MIN))
 
 
@@ -201,7 +209,7 @@ def _row(
     mom_out: np.ndarray,
     lin_out: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
-    """One row: ``phi`` (P, 4), ``n, h`` (K,); writes ``lean_out, ll_out`` (P,); with
+    """One row: ``phi`` (P, 5), ``n, h`` (K,); writes ``lean_out, ll_out`` (P,); with
     ``mode`` :data:`_KEEP` also ``nw_out`` (P, Q, G) and ``a_out, b_out`` (P, Q, K), with
     :data:`_SUMMARIES` ``mom_out`` (P, K, 2) and ``lin_out`` (P, 3) (``node_summaries`` with
     the linear form's weights ``wk`` (K,) and ``finite``)."""
@@ -237,9 +245,10 @@ def _row(
         al = phi[p, 0]
         be = phi[p, 1]
         ga = phi[p, 2]
+        fl = phi[p, 4]
         src = -1
         for p2 in range(p):
-            if phi[p2, 0] == al and phi[p2, 1] == be and phi[p2, 2] == ga:
+            if phi[p2, 0] == al and phi[p2, 1] == be and phi[p2, 2] == ga and phi[p2, 4] == fl:
                 src = p2
                 break
         if src >= 0:  # the same curve, hence the same lean
@@ -247,7 +256,7 @@ def _row(
                 ebar[p, k] = ebar[src, k]
             lean_out[p] = lean_out[src]
         else:
-            _curve(al, be, ga, x, w, side, center, ebar[p])
+            _curve(al, be, ga, fl, x, w, side, center, ebar[p])
             lean_out[p] = _remainder_lean(ebar[p], log_rest, side, lean_p, lean_q)
         tau = math.exp(phi[p, 3])
         for g in range(gg):
@@ -468,7 +477,7 @@ def _run(
 def log_post(
     phi: np.ndarray, n: np.ndarray, h: np.ndarray, *, keep: bool = False, **geometry: Any
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None, np.ndarray | None]:
-    """Sceptical lean and cell integrals of rows ``phi`` (R, P, 4) with counts ``n, h`` (R, K).
+    """Sceptical lean and cell integrals of rows ``phi`` (R, P, 5) with counts ``n, h`` (R, K).
 
     ``geometry``: the profile's ``x, weight`` (K, B), ``side`` (K,), ``center``, the layout's
     ``cell`` (K,) and ``share`` (G,), ``sizes`` (K,), ``nugget`` and the Gauss--Hermite rule

@@ -41,8 +41,8 @@ class LookRefit:
 
     Attributes
     ----------
-    mode : ndarray, (..., 4)
-        Hyper-mode ``(alpha, beta, gamma, log tau)``.
+    mode : ndarray, (..., 5)
+        Hyper-mode ``(alpha, beta, gamma, log tau, logit eps)``.
     prior_a, prior_b : ndarray, (..., K)
         Beta priors whose conjugate update by ``n, h`` is each stratum's moment-matched marginal
         posterior (:func:`bayes_eval.models.marginal_prior` of the full fit).
@@ -68,7 +68,7 @@ def look_refit(
 ) -> LookRefit:
     """Refit the pooled model to ``n, h`` (..., K) for the look model of the linear form
     ``sum_k w_k P_k`` (``w`` (K,); ``P_k`` completed by the finite population unless
-    ``finite_population=False``); ``init`` (..., 4) warm-starts the mode search
+    ``finite_population=False``); ``init`` (..., 5) warm-starts the mode search
     (:func:`bayes_eval.models.pooled.fit_pooled`'s arguments otherwise)."""
     hp = Hyperpriors() if hyperpriors is None else hyperpriors
     stage = hyper_stage(profile, n, h, hp, init)

@@ -51,6 +51,7 @@ __all__ = [
     "ANCHOR_GRID",
     "LEAN_POWER",
     "Prior",
+    "floor_reference",
     "intercept_log_density",
     "labels_weight",
     "prior_of",
@@ -70,12 +71,15 @@ _ANCHOR_CACHE: dict[tuple[Any, ...], Prior] = {}
 
 @dataclass(frozen=True, slots=True)
 class Prior:
-    """The hyperprior of a profile as a log density on ``phi = (alpha, beta, gamma, log tau)``.
+    """The hyperprior of a profile as a log density on
+    ``phi = (alpha, beta, gamma, log tau, logit eps)``.
 
     For probability scores (``anchored``) the two side intercepts ``alpha`` and ``alpha + gamma``
     are centred on ``anchor[s](beta)``: the intercept at which the curve's mean over side s's
     items equals the side's mean score (so the prior of each side's positives is the same
-    whatever the slope and the strata); margins keep independent normals on ``phi``.
+    whatever the slope and the strata); margins keep independent normals on ``phi``. The
+    predicted negatives' floor ``logit eps`` is normal, ``N(mean[4], sd[4]^2)``, for both
+    (:func:`floor_reference`).
     """
 
     mean: np.ndarray
@@ -89,40 +93,45 @@ class Prior:
         return _catmull_rom(self.anchor[0], beta), _catmull_rom(self.anchor[1], beta)
 
     def start(self) -> np.ndarray:
-        """The prior's centre (Newton's default starting point), ``(4,)``."""
+        """The prior's centre (Newton's default starting point), ``(5,)``."""
         if not self.anchored:
             return self.mean.copy()
         a0, a1 = self.intercepts(np.array(self.mean[1]))
-        return np.array([float(a0), self.mean[1], float(a1 - a0), self.mean[3]])
+        return np.array([float(a0), self.mean[1], float(a1 - a0), self.mean[3], self.mean[4]])
 
     def side_logits(self, phi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Logits of each side's mean curve rate ``m_0, m_1`` (to first order in the
         intercepts: ``alpha_s - a_s(beta)`` plus the logit of the side's mean score), each
-        ``(...)`` for ``phi`` ``(..., 4)`` (anchored priors only)."""
+        ``(...)`` for ``phi`` ``(..., 5)`` (anchored priors only)."""
         a0, a1 = self.intercepts(phi[..., 1])
         z0, z1 = self.anchor[:, _ZERO_SLOPE]  # a_s(0): the logits of the sides' mean scores
         return phi[..., 0] - a0 + z0, phi[..., 0] + phi[..., 2] - a1 + z1
 
     def side_gap(self, phi: np.ndarray) -> np.ndarray:
         """Logit of the predicted-positive side's mean curve rate minus the predicted-negative
-        side's, ``(...)`` for ``phi`` ``(..., 4)`` (``gamma`` for margins)."""
+        side's, ``(...)`` for ``phi`` ``(..., 5)`` (``gamma`` for margins)."""
         if not self.anchored:
             return phi[..., 2]
         m0, m1 = self.side_logits(phi)
         return m1 - m0
 
     def log_density(self, phi: np.ndarray) -> np.ndarray:
-        """Log prior density (up to a constant) at ``phi`` ``(..., 4)``."""
+        """Log prior density (up to a constant) at ``phi`` ``(..., 5)``."""
         if not self.anchored:
             return -0.5 * (((phi - self.mean) / self.sd) ** 2).sum(axis=-1)
-        be, lt = phi[..., 1], phi[..., 3]
+        be, lt, fl = phi[..., 1], phi[..., 3], phi[..., 4]
         m0, m1 = self.side_logits(phi)
         z0, z1 = self.anchor[:, _ZERO_SLOPE]
         sa, sb, st = self.sd[0], self.sd[1], self.sd[3]
         # alpha_s - a_s(beta) = m_s - a_s(0)
         out = intercept_log_density(m0 - z0, sa, self.df, upper=False)
         out = out + intercept_log_density(m1 - z1, sa, self.df)
-        return out - 0.5 * (((be - self.mean[1]) / sb) ** 2 + ((lt - self.mean[3]) / st) ** 2)
+        sf = self.sd[4]
+        return out - 0.5 * (
+            ((be - self.mean[1]) / sb) ** 2
+            + ((lt - self.mean[3]) / st) ** 2
+            + ((fl - self.mean[4]) / sf) ** 2
+        )
 
 
 def _log_expit(x: np.ndarray) -> np.ndarray:
@@ -280,12 +289,31 @@ def _side_anchor(profile: ScoreProfile, side: bool, center: float) -> np.ndarray
     return a
 
 
+def floor_reference(profile: ScoreProfile, beta: float = 1.0) -> float:
+    """Logit of the predicted negatives' mean rate under the prior's centre curve: the side's
+    mean score for probability scores (its anchor at any slope), the mean of
+    ``expit(beta (x - center))`` for margins (intercept 0, slope ``beta``). The floor's prior
+    is centred ``Hyperpriors.floor_mean`` logits below it. A profile without predicted
+    negatives uses all its items (the floor then has no item to act on)."""
+    on = ~profile.predicted
+    if not on.any():
+        on = ~on
+    v = profile.side_share[on, None] * profile.weight[on]
+    x = profile.x[on]
+    if profile.kind == "margin":
+        x = beta * (x - profile.center)
+    m = float((v * (1.0 / (1.0 + np.exp(-x)))).sum() / max(float(v.sum()), 1e-300))
+    m = min(max(m, 1e-12), 1.0 - 1e-12)
+    return math.log(m / (1.0 - m))
+
+
 def prior_of(profile: ScoreProfile, hp: Any) -> Prior:
     """The hyperprior of ``profile`` under ``hp`` (a :class:`~bayes_eval.models.pooled.Hyperpriors`;
     cached per profile and hyperpriors: the anchors cost a few milliseconds)."""
+    floor = floor_reference(profile, hp.beta_mean) + hp.floor_mean
     if profile.kind == "margin":
-        mean = np.array([0.0, hp.beta_mean, 0.0, math.log(hp.tau_median)])
-        sd = np.array([hp.margin_alpha_sd, hp.beta_sd, hp.gamma_sd, hp.log_tau_sd])
+        mean = np.array([0.0, hp.beta_mean, 0.0, math.log(hp.tau_median), floor])
+        sd = np.array([hp.margin_alpha_sd, hp.beta_sd, hp.gamma_sd, hp.log_tau_sd, hp.floor_sd])
         return Prior(mean, sd, False, np.zeros((2, ANCHOR_GRID.size)))
     key = (
         hp,
@@ -299,8 +327,8 @@ def prior_of(profile: ScoreProfile, hp: Any) -> Prior:
     hit = _ANCHOR_CACHE.get(key)
     if hit is not None:
         return hit
-    mean = np.array([profile.center, hp.beta_mean, 0.0, math.log(hp.tau_median)])
-    sd = np.array([hp.alpha_sd, hp.beta_sd, hp.alpha_sd, hp.log_tau_sd])
+    mean = np.array([profile.center, hp.beta_mean, 0.0, math.log(hp.tau_median), floor])
+    sd = np.array([hp.alpha_sd, hp.beta_sd, hp.alpha_sd, hp.log_tau_sd, hp.floor_sd])
     anchor = np.stack([_side_anchor(profile, s, profile.center) for s in (False, True)])
     out = Prior(mean, sd, True, anchor, float(hp.alpha_df))
     if len(_ANCHOR_CACHE) > 64:

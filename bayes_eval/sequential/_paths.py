@@ -249,7 +249,7 @@ def _effective_prior(
     form: tuple[np.ndarray, np.ndarray, bool] | None = None,
 ) -> _Refit:
     """Per-row Beta priors ``(R, K)`` whose conjugate update is the model's marginal posterior
-    and the design's Betas; for the pooled model also every row's hyper-mode ``(R, 4)`` and,
+    and the design's Betas; for the pooled model also every row's hyper-mode ``(R, 5)`` and,
     given ``form`` (sizes, weights ``w``, finite population), the cumulants of
     ``sum_k w_k P_k`` at every hyper-node."""
     k = n.shape[1]

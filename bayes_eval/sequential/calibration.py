@@ -551,8 +551,9 @@ def _curve(prob: np.ndarray, schedule: np.ndarray, grid: np.ndarray) -> xr.Datas
 #: truths, :data:`~bayes_eval.sequential.truths.PROFILES`; 10: the pooled model's importance
 #: design, 512 scrambled Sobol' nodes, ``models._laplace``; 11: the worst-case calibration's
 #: stage 3, every truth near its allowance simulated at the full ``n_sims``,
-#: ``sequential.robust``)
-CALIBRATION_VERSION = 11
+#: ``sequential.robust``; 12: the pooled model's predicted-negative floor, a fifth
+#: hyperparameter, ``models.pooled.Hyperpriors.floor_mean``)
+CALIBRATION_VERSION = 12
 
 
 def calibration_key(**parts: Any) -> str:
