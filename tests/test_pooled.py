@@ -103,12 +103,16 @@ def test_profile_non_finite_scores():
         ("cells", 0),
         ("cells", 2.5),
         ("cells", True),
+        ("floor_sd", 0.0),
+        ("floor_mean", np.nan),
     ],
 )
 def test_hyperpriors_validated(field, value):
     with pytest.raises(ValueError, match=f"Hyperpriors.{field}="):
         Hyperpriors(**{field: value})
     assert "tau" in Hyperpriors().describe()
+    assert "floored" in Hyperpriors().describe("margin")
+    Hyperpriors(floor_mean=-30.0)  # a negative mean is allowed (the default is -3)
 
 
 # ----------------------------------------------------------------------------- kernel
@@ -567,6 +571,20 @@ def test_prior_anchors_each_side_on_its_mean_score(pop2):
         m0, m1 = pr.side_logits(phi)
         assert float(m0) == pytest.approx(logit(scores[~side].mean()), abs=0.02)
         assert float(m1) == pytest.approx(logit(scores[side].mean()), abs=0.02)
+    # the floor's prior sits floor_mean logits below the predicted negatives' mean score
+    hp = Hyperpriors(floor_mean=-2.5, floor_sd=1.5)
+    pr = prior_of(prof, hp)
+    assert pr.mean[4] == pytest.approx(logit(scores[~side].mean()) - 2.5, abs=0.02)
+    assert pr.sd[4] == 1.5 and pr.start()[4] == pr.mean[4]
+    # a margin profile: below the mean of expit(beta_mean (x - center)) over its negatives
+    a = np.repeat([0, 1, 2, 3], 50)
+    marg = np.linspace(-4.0, 4.0, 200)
+    mp = score_profile(marg, a, predicted=[False, False, True, True], sizes=[50] * 4)
+    assert mp.kind == "margin"
+    pm = prior_of(mp, hp)
+    z = (marg - np.median(marg)) / marg.std()
+    want = logit(expit(z[:100]).mean()) - 2.5
+    assert pm.mean[4] == pytest.approx(want, abs=0.05) and np.isfinite(pm.log_density(pm.start()))
 
 
 def test_allocation_does_not_chase_each_stratums_noise_on_flat_scores():
