@@ -240,7 +240,8 @@ class Hyperpriors:
             f"{self.nugget_sd:g}^2 mu_k (1 - mu_k), mu_k = expit(logit(mean over the stratum's "
             f"items of expit(alpha + beta (x - {center:.4g}) + gamma yhat)) + delta_g(k)); "
             "on the predicted negatives the stratum's mean rate is floored, eps + (1 - eps) "
-            f"mean, logit eps ~ N(m_0 {self.floor_mean:+g}, {self.floor_sd:g}^2) with m_0 the "
+            f"mean, logit eps ~ N(m_0 {'-' if self.floor_mean < 0 else '+'} "
+            f"{abs(self.floor_mean):g}, {self.floor_sd:g}^2) with m_0 the "
             "logit of that side's mean rate under the prior's centre curve"
         )
 
