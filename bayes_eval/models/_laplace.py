@@ -86,9 +86,9 @@ GAIN_TOL = 1e-5
 def stencil(d: int) -> np.ndarray:
     """Finite-difference stencil in ``d`` dimensions: the centre, ``+-h`` on every axis and the
     two corners ``(h, h)`` and ``(-h, -h)`` of every pair of axes; shape ``(1 + 2d + d(d-1), d)``
-    (21 points in 4-D). The two corners give the mixed derivative to the same second order as
-    all four: :math:`f_{++} + f_{--} - f_{+0} - f_{-0} - f_{0+} - f_{0-} + 2f = 2h^2 H_{ij} +
-    O(h^4)`."""
+    (21 points in 4-D, 31 in the pooled model's 5-D). The two corners give the mixed
+    derivative to the same second order as all four:
+    :math:`f_{++} + f_{--} - f_{+0} - f_{-0} - f_{0+} - f_{0-} + 2f = 2h^2 H_{ij} + O(h^4)`."""
     pts = [np.zeros(d)]
     for i in range(d):
         for s in (1.0, -1.0):
@@ -147,7 +147,7 @@ def newton(
     best of four step lengths (1, 1/2, 1/4, 1/10) is taken if it improves; if none improves,
     the row tries again with the cap at a tenth of the shortest length tried. After a full
     step the next iteration reuses the row's Hessian and evaluates only the gradient's stencil
-    (a chord step, 9 instead of 21 points in 4-D); after a shortened or failed step the Hessian
+    (a chord step, 11 instead of 31 points in 5-D); after a shortened or failed step the Hessian
     is evaluated again. A row stops once its step is below :data:`TOL` or its Newton decrement
     :math:`\\tfrac12 g^\\top (-H)^{-1} g` (the gain in log density the quadratic model
     predicts) is below :data:`GAIN_TOL`. Returns the modes and the Hessians at them (a row

@@ -328,7 +328,7 @@ def fit_pooled(
 ) -> PooledFit:
     """Fit the pooled model to labels ``n`` and positives ``h`` of shape ``(..., K)``.
 
-    Deterministic: Newton on the 4-D log hyperposterior, then importance sampling on fixed
+    Deterministic: Newton on the 5-D log hyperposterior, then importance sampling on fixed
     nodes (module docstring). Strata without labels only receive the curve; all-negative or
     all-positive labels are handled by the proper hyperpriors (every output finite).
 
