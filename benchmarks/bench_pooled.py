@@ -592,19 +592,29 @@ def _nuts_fn_draws(prof, layout, n, h, hp, prior, seed, draws=1000, chains=4):
     return gen.beta(a + h, b + n - h), div
 
 
-def nuts_check(seed=5):
+def nuts_check(seed=5, only=None):
     """The deterministic fit against NUTS on the same model (issue 13: agreement within Monte
-    Carlo error on battery cases)."""
+    Carlo error on battery cases), and against the reference integration of the same
+    hyperposterior (``bench_heldout.REFERENCE``: 131,072 Sobol' nodes widened 3, another
+    scrambling), which needs no mixing and so is a reference where NUTS is not (needles, floors).
+    ``only``: indices of the cases to run."""
     from arviz_stats.base import array_stats
+    from bench_heldout import REFERENCE
 
+    from bayes_eval.models import _laplace
     from bayes_eval.models._hyperposterior import layout_of
     from bayes_eval.models._prior import prior_of
     from bayes_eval.models.pooled import Hyperpriors
 
-    print("\n## NUTS (nutpie) check: the same model, deterministic fit vs NUTS (4 x 1000 draws)")
+    print(
+        "\n## NUTS (nutpie) check: the same model, deterministic fit vs NUTS (4 x 1000 draws) "
+        f"and vs the reference integration ({REFERENCE[0]} nodes widened {REFERENCE[1]:g}; "
+        "200,000 draws; z(ref) on the two integrations' draw noise)"
+    )
     print(
         f"{'case':<28}{'quantity':<10}{'fit mean':>10}{'NUTS mean':>11}{'fit sd':>9}"
         f"{'NUTS sd':>9}{'z(mean)':>9}{'fit q05':>9}{'NUTS q05':>9}{'R-hat':>7}{'ESS':>6}"
+        f"{'ref mean':>10}{'ref sd':>8}{'z(ref)':>8}{'ref q05':>9}{'fit q95':>9}{'ref q95':>9}"
     )
     cases = [
         ("0.02 none K=10", 0.02, "none", 5, 30),
@@ -616,6 +626,8 @@ def nuts_check(seed=5):
         # negatives' floor carries the posterior of the missed positives
         ("2% widened diamonds K=20", None, "2% widened diamonds", 10, 30),
     ]
+    if only is not None:
+        cases = [cases[i] for i in only]
     for label, prev, mis, ns, per in cases:
         if prev is None:
             from bench_heldout import population as heldout
@@ -635,21 +647,26 @@ def nuts_check(seed=5):
         layout = layout_of(prof, hp)
         th_nuts, div = _nuts_fn_draws(prof, layout, n, h, hp, prior_of(prof, hp), seed)
         fit = fit_pooled(prof, n, h, warn=False)
-        th_fit = draw_theta(fit, 20_000, gen)
+        th_fit = draw_theta(fit, 200_000, gen)
+        with _laplace.integration(*REFERENCE):
+            th_ref = draw_theta(fit_pooled(prof, n, h, warn=False), 200_000, gen)
         for name, sel in (("FN", ~pred), ("TP", pred)):
             out = []
-            for th in (th_fit, th_nuts):
+            for th in (th_fit, th_nuts, th_ref):
                 p = (gen.binomial(sizes - n, th) + h)[..., sel].sum(axis=-1)
                 out.append((p.mean(), p.std(), np.quantile(p, 0.05), p))
-            (m1, s1, q1, _), (m2, s2, q2, chains) = out
+            (m1, s1, q1, p1), (m2, s2, q2, chains), (m3, s3, q3, p3) = out
+            zr = (m1 - m3) / np.sqrt(s1**2 / p1.size + s3**2 / p3.size)
+            q95 = f"{np.quantile(p1, 0.95):>9.1f}{np.quantile(p3, 0.95):>9.1f}"
             # MC s.e. of the NUTS mean from its bulk ESS over the chains, plus the fit's; a
             # chain stuck elsewhere shows as R-hat > 1.01 (then the NUTS column is no reference)
             rhat = float(array_stats.rhat(chains, chain_axis=-2, draw_axis=-1))
             ess = float(array_stats.ess(chains, chain_axis=-2, draw_axis=-1))
-            z = (m1 - m2) / np.sqrt(s2**2 / ess + s1**2 / 20_000)
+            z = (m1 - m2) / np.sqrt(s2**2 / ess + s1**2 / p1.size)
             print(
                 f"{label:<28}{name:<10}{m1:>10.1f}{m2:>11.1f}{s1:>9.1f}{s2:>9.1f}{z:>9.2f}"
-                f"{q1:>9.1f}{q2:>9.1f}{rhat:>7.3f}{ess:>6.0f}",
+                f"{q1:>9.1f}{q2:>9.1f}{rhat:>7.3f}{ess:>6.0f}"
+                f"{m3:>10.1f}{s3:>8.1f}{zr:>8.2f}{q3:>9.1f}" + q95,
                 flush=True,
             )
         print(f"{'':<28}(NUTS divergences: {div})")
@@ -685,6 +702,9 @@ def main():
     ap.add_argument(
         "--split", default="0/1", help="i/m: run every m-th battery row from row i (parallel runs)"
     )
+    ap.add_argument(
+        "--nuts-cases", type=int, nargs="+", help="NUTS part: run only these cases (indices)"
+    )
     args = ap.parse_args()
     print(f"# bench_pooled: reps={args.reps}")
     if "speed" in args.parts:
@@ -707,7 +727,7 @@ def main():
             args.reps, args.oasis_reps, n_strata=args.real_per_side, method=args.strata_method
         )
     if "nuts" in args.parts:
-        nuts_check()
+        nuts_check(only=args.nuts_cases)
     if "blind" in args.parts:
         blind_spot_part(args.reps)
     if "hidden" in args.parts:
