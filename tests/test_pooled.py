@@ -251,6 +251,24 @@ def test_importance_sampling_error_against_a_finer_integration(pop2, metric, mon
     assert np.abs(old - ref).max() > 0.01, (old, ref)
 
 
+def test_integration_block_sets_and_restores_the_design():
+    # a benchmark's finer or heavier-tailed integration lasts only for its block
+    before = (_laplace.NODES, _laplace.SCALE, _laplace.DESIGN_SEED, _laplace._DF)
+    base, _ = _laplace._design(3)
+    with _laplace.integration(64, 2.0, seed=3, df=2.0):
+        assert (_laplace.NODES, _laplace.SCALE, _laplace.DESIGN_SEED, _laplace._DF) == (
+            64,
+            2.0,
+            3,
+            2.0,
+        )
+        eps, log_q = _laplace._design(3)
+        assert eps.shape == (64, 3) and log_q.shape == (64,)
+        assert np.abs(eps).max() > np.abs(base).max()  # t(2) tails reach further than t(5)
+    assert before == (_laplace.NODES, _laplace.SCALE, _laplace.DESIGN_SEED, _laplace._DF)
+    assert np.array_equal(_laplace._design(3)[0], base)
+
+
 def test_k_invariance_of_the_prior():
     # the prior of the false negatives (no labels) does not depend on the number of strata once
     # a side has a few of them: the deviations live on fixed score cells (measured from 4 to 100
