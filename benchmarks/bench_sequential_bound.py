@@ -283,18 +283,18 @@ CELLS: tuple[tuple[str, float, float, float], ...] = (
     ("independent / online_optimal / f1", 1093, 0.285, 1.61),
     ("independent / online_optimal / precision", 200, 0.405, 2.90),
     ("independent / online_optimal / recall", 1591, 0.289, 1.24),
-    ("pooled / posterior_variance / f1", 525, 0.426, 2.44),
+    ("pooled / posterior_variance / f1", 629, 0.319, 2.00),  # version 12 (session 24)
     ("pooled / posterior_variance / precision", 185, 0.369, 2.73),
     ("pooled / posterior_variance / recall", 785, 0.394, 2.11),
     ("pooled / random / f1", 977, 0.207, 1.62),
     ("pooled / random / precision", 1165, 0.317, 1.55),
     ("pooled / random / recall", 1068, 0.208, 1.55),
-    ("pooled / proportional / f1", 936, 0.219, 1.62),
+    ("pooled / proportional / f1", 972, 0.201, 1.56),  # version 12 (session 25)
     ("pooled / proportional / precision", 1117, 0.283, 1.59),
     ("pooled / proportional / recall", 1041, 0.209, 1.61),
     ("pooled / online_optimal / f1", 518, 0.309, 2.25),
     ("pooled / online_optimal / precision", 180, 0.477, 3.44),
-    ("pooled / online_optimal / recall", 698, 0.347, 2.28),
+    ("pooled / online_optimal / recall", 836, 0.328, 2.00),  # version 12 (session 24)
 )
 
 #: the in-sample false-accept rate a calibration on 2,000 paths per binding truth holds
@@ -309,7 +309,13 @@ def main() -> None:
     ap.add_argument("--ds", type=float, default=0.25)
     ap.add_argument("--cells-ds", type=float, default=0.5)
     ap.add_argument("--skip-cells", action="store_true")
+    ap.add_argument("--skip-gaussian", action="store_true", help="skip Part 1")
+    ap.add_argument("--cells", nargs="+", help="Part 2: only the cells named exactly so")
     args = ap.parse_args()
+    names = [c[0] for c in CELLS]
+    for c in args.cells or []:
+        if c not in names:
+            ap.error(f"--cells {c!r} is not a cell; allowed: {', '.join(names)}")
     zl = stats.norm.ppf(LEVEL)
     print(
         f"# Part 1. Gaussian sequential test, alpha {ALPHA}, every-batch looks (batches of "
@@ -328,7 +334,7 @@ def main() -> None:
         for first in args.firsts
     ]
     schedules.append(("geometric", BATCH, geometric_looks(BATCH, BUDGET).astype(np.float64)))
-    for name, first, looks in schedules:
+    for name, first, looks in [] if args.skip_gaussian else schedules:
         for target in args.naive_labels:
             if target <= first * 1.2:
                 continue
@@ -362,6 +368,8 @@ def main() -> None:
         f"{'ours':>6}{'measured':>9}{'meas/floor':>11}"
     )
     for cell, naive_lab, p0_cell, measured in CELLS:
+        if args.cells and cell not in args.cells:
+            continue
         looks = schedule_for(p0_cell, args.cells_ds)
         theta = theta_for(looks, naive_lab, args.cells_ds) if naive_lab > looks[0] else np.nan
         if not np.isfinite(theta):
