@@ -592,6 +592,10 @@ def _nuts_fn_draws(prof, layout, n, h, hp, prior, seed, draws=1000, chains=4):
     return gen.beta(a + h, b + n - h), div
 
 
+#: the number of cases of :func:`nuts_check`
+NUTS_CASES = 4
+
+
 def nuts_check(seed=5, only=None):
     """The deterministic fit against NUTS on the same model (issue 13: agreement within Monte
     Carlo error on battery cases), and against the reference integration of the same
@@ -626,6 +630,7 @@ def nuts_check(seed=5, only=None):
         # negatives' floor carries the posterior of the missed positives
         ("2% widened diamonds K=20", None, "2% widened diamonds", 10, 30),
     ]
+    assert len(cases) == NUTS_CASES
     if only is not None:
         cases = [cases[i] for i in only]
     for label, prev, mis, ns, per in cases:
@@ -706,6 +711,9 @@ def main():
         "--nuts-cases", type=int, nargs="+", help="NUTS part: run only these cases (indices)"
     )
     args = ap.parse_args()
+    bad = [i for i in args.nuts_cases or [] if not 0 <= i < NUTS_CASES]
+    if bad:
+        ap.error(f"--nuts-cases {bad[0]} is not a case; allowed: 0 to {NUTS_CASES - 1}")
     print(f"# bench_pooled: reps={args.reps}")
     if "speed" in args.parts:
         speed()
