@@ -9,8 +9,12 @@ model's refits). CPU seconds of this process (``time.process_time``, one thread)
 machine inflates the wall time but not the figure; the calibration's own result is printed
 beside it.
 
-Usage: ``uv run python benchmarks/bench_calibration_time.py [--n-sims 2000]``; output committed as
-``benchmarks/results/bench_calibration_time.txt``.
+``--integration NODES SCALE DF`` adds, in the same process, the pooled model fitted with another
+importance design (:func:`bayes_eval.models._laplace.integration`: ``NODES`` Student-t(``DF``)
+nodes widened ``SCALE``), for the cost of a candidate integration (session 26).
+
+Usage: ``uv run python benchmarks/bench_calibration_time.py [--n-sims 2000] [--integration 1024
+1.25 3]``; output committed as ``benchmarks/results/bench_calibration_time.txt``.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import argparse
 import time
 
 import bayes_eval as be
+from bayes_eval.models import _laplace
 from bayes_eval.sequential import correction_for
 from bayes_eval.sequential.correction import clear_cache
 
@@ -44,13 +49,35 @@ def timed(model: str, n_sims: int) -> tuple[float, float, str]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n-sims", type=int, default=2000, help="simulated audits per binding truth")
+    ap.add_argument(
+        "--integration",
+        nargs=3,
+        type=float,
+        metavar=("NODES", "SCALE", "DF"),
+        help="also time the pooled model with this importance design (e.g. 1024 1.25 3)",
+    )
     args = ap.parse_args()
+    if args.integration is not None:
+        nodes, scale, df = args.integration
+        half = int(nodes) // 2
+        if nodes != int(nodes) or half < 1 or half & (half - 1) or scale <= 0 or df <= 0:
+            ap.error(
+                f"--integration {nodes:g} {scale:g} {df:g}: allowed NODES twice a power of 2, "
+                "SCALE > 0, DF > 0"
+            )
     print(f"# demo procedure's calibration, {args.n_sims} simulated audits per binding truth")
-    print(f"{'model':12s} {'cpu s':>8s} {'wall s':>8s} {'ratio':>7s}  result")
+    print(f"{'model':24s} {'cpu s':>8s} {'wall s':>8s} {'ratio':>7s}  result")
     rows = {m: timed(m, args.n_sims) for m in ("independent", "pooled")}
+    if args.integration is not None:
+        nodes, scale, df = args.integration
+        with _laplace.integration(int(nodes), scale, df=df):
+            rows[f"pooled {int(nodes)} t({df:g}) x{scale:g}"] = timed("pooled", args.n_sims)
     base = rows["independent"][0]
     for m, (cpu, wall, desc) in rows.items():
-        print(f"{m:12s} {cpu:8.1f} {wall:8.1f} {cpu / base:7.2f}  {desc}")
+        print(f"{m:24s} {cpu:8.1f} {wall:8.1f} {cpu / base:7.2f}  {desc}")
+    if args.integration is not None:
+        ratio = list(rows.values())[-1][0] / rows["pooled"][0]
+        print(f"# CPU ratio of the candidate integration to the pooled model's own: {ratio:.2f}")
 
 
 if __name__ == "__main__":

@@ -64,6 +64,10 @@ __all__ = [
 #: Session 25, five hyperparameters (the floor): 3-5x less accurate, mean |error| 0.0018-0.0164
 #: at natural prevalence (max 0.043) and 0.003-0.034 in the needles' recall; on needles the
 #: t(5) nodes cut the heavy upper tail of the side gap (``benchmarks/results/bench_heldout.txt``).
+#: The best variant measured, 1,024 t(3) nodes widened 1.25, was not adopted (session 26): it
+#: costs 1.9x the sequential calibration's CPU (``bench_calibration_time.py --integration``)
+#: and would change every pooled posterior (a new calibration version, every certification row
+#: re-run), for a change in the bounds' coverage in 1 of 42 held-out cells.
 NODES = 512
 _DF = 5.0
 SCALE = 1.5
