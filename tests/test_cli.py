@@ -130,15 +130,15 @@ def test_round_trip_parquet(parquet_file, population_frame, tmp_path):
     assert "UNCORRECTED for 3 looks" in flat(res.stdout)  # in the verdict itself
 
     # three looks: corrected by default; simulated once, cached in the audit directory
-    res = run("certify", audit, "--n-sims", "300", "--max-mcse", "0.02")
+    res = run("certify", audit, "--n-sims", "225", "--max-mcse", "0.02")
     assert res.exit_code == 0, res.output
     assert "sequential correction" in flat(res.stdout) and "worst-case truth" in flat(res.stdout)
     assert "UNCORRECTED" not in res.stdout
     (cached,) = json.loads((audit / "sequential_calibration.json").read_text()).values()
-    assert 0.9 < cached["level_used"] < 1.0 and cached["n_sims"] == 300
+    assert 0.9 < cached["level_used"] < 1.0 and cached["n_sims"] == 225
 
     out = tmp_path / "report.html"
-    res = run("report", audit, "--out", out, "--n-sims", "300", "--max-mcse", "0.02")
+    res = run("report", audit, "--out", out, "--n-sims", "225", "--max-mcse", "0.02")
     assert res.exit_code == 0, res.output
     html = out.read_text()
     figures = re.findall(r'<figure id="fig-([a-z]+)"', html)
@@ -340,7 +340,7 @@ def test_demo_runs_end_to_end_and_writes_a_report(tmp_path):
         "--budget",
         "200",
         "--n-sims",
-        "400",
+        "200",
         "--max-mcse",
         "0.02",
         "--seed",

@@ -17,7 +17,7 @@ from bayes_eval.ledger import LEDGER_NAME, read_ledger
 runner = CliRunner()
 N = 3000
 #: a small, coarse calibration: these tests check what is shown and logged, not the level
-SIMS = ("--n-sims", "200", "--max-mcse", "0.05")
+SIMS = ("--n-sims", "100", "--max-mcse", "0.05")
 
 
 def run(*args):
@@ -121,7 +121,7 @@ def test_certify_is_corrected_by_default_after_several_looks(three_looks, monkey
     doc = json.loads(res.stdout)
     # real progress of the calibration on stderr: a count of simulated batches and a rate
     m = re.search(
-        r"calibration \(200 sims/truth\).*?([\d,]+)/([\d,]+) ([\d,.]+) batches/s", res.stderr
+        r"calibration \(100 sims/truth\).*?([\d,]+)/([\d,]+) ([\d,.]+) batches/s", res.stderr
     )
     assert m and m.group(1) == m.group(2) and int(m.group(1).replace(",", "")) > 1, res.stderr
     again = ok("certify", three_looks, "--json", *SIMS)  # the same correction: from the cache
