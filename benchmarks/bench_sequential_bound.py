@@ -285,7 +285,7 @@ CELLS: tuple[tuple[str, float, float, float], ...] = (
     ("independent / online_optimal / recall", 1591, 0.289, 1.24),
     ("pooled / posterior_variance / f1", 629, 0.319, 2.00),  # version 12 (session 24)
     ("pooled / posterior_variance / precision", 185, 0.369, 2.73),
-    ("pooled / posterior_variance / recall", 785, 0.394, 2.11),
+    ("pooled / posterior_variance / recall", 1006, 0.280, 1.62),  # version 12 (session 26)
     ("pooled / random / f1", 977, 0.207, 1.62),
     ("pooled / random / precision", 1165, 0.317, 1.55),
     ("pooled / random / recall", 1068, 0.208, 1.55),
