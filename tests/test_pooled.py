@@ -251,6 +251,24 @@ def test_importance_sampling_error_against_a_finer_integration(pop2, metric, mon
     assert np.abs(old - ref).max() > 0.01, (old, ref)
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        ({"nodes": 1000, "scale": 1.0}, "nodes=1000"),
+        ({"nodes": 0, "scale": 1.0}, "nodes=0"),
+        ({"nodes": 64, "scale": 0.0}, "scale=0.0"),
+        ({"nodes": 64, "scale": 1.0, "df": -1.0}, "df=-1.0"),
+        ({"nodes": 64, "scale": float("nan")}, "scale=nan"),
+    ],
+)
+def test_integration_block_rejects_a_bad_design_and_changes_nothing(kwargs, fragment):
+    before = (_laplace.NODES, _laplace.SCALE, _laplace.DESIGN_SEED, _laplace._DF)
+    with pytest.raises(ValueError, match="allowed") as err, _laplace.integration(**kwargs):
+        pass
+    assert fragment in str(err.value)
+    assert before == (_laplace.NODES, _laplace.SCALE, _laplace.DESIGN_SEED, _laplace._DF)
+
+
 def test_integration_block_sets_and_restores_the_design():
     # a benchmark's finer or heavier-tailed integration lasts only for its block
     before = (_laplace.NODES, _laplace.SCALE, _laplace.DESIGN_SEED, _laplace._DF)

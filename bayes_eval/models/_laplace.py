@@ -215,13 +215,19 @@ def newton(
     return x, hess
 
 
+def _check_nodes(nodes: float, name: str) -> int:
+    """Half of ``nodes`` (the antithetic pairs), which must be a power of 2 (else a ValueError)."""
+    half = int(nodes) // 2
+    if nodes != int(nodes) or half < 1 or half & (half - 1):
+        raise ValueError(f"{name}={nodes!r} is not allowed; allowed: twice a power of 2")
+    return half
+
+
 def _design(d: int) -> tuple[np.ndarray, np.ndarray]:
     """``NODES`` antithetic Student-t(5) vectors in ``d`` dimensions from a scrambled Sobol'
     sequence in ``d + 1`` dimensions (``d`` normal coordinates and one chi-square), and the
     t's log density at them up to a constant."""
-    half = NODES // 2
-    if half < 1 or half & (half - 1):
-        raise ValueError(f"NODES={NODES} is not allowed; allowed: twice a power of 2")
+    half = _check_nodes(NODES, "NODES")
     u = qmc.Sobol(d + 1, scramble=True, seed=DESIGN_SEED).random_base2(half.bit_length() - 1)
     u = np.clip(u, 1e-12, 1.0 - 1e-12)
     z = special.ndtri(u[:, :d])
@@ -252,8 +258,13 @@ def integration(
     """Fit with ``nodes`` importance nodes widened by ``scale``, the design scrambled with
     ``seed`` (default :data:`DESIGN_SEED`) and drawn from a Student-t with ``df`` degrees of
     freedom (default 5), within the block: for measuring the integration against a finer one
-    (benchmarks, tests). Sets the module constants and restores them."""
+    (benchmarks, tests). Sets the module constants and restores them; a bad value is a
+    ValueError naming it and what is allowed, raised before anything is set."""
     global NODES, SCALE, DESIGN_SEED, _DF
+    _check_nodes(nodes, "nodes")
+    for name, value in (("scale", scale), ("df", df)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{name}={value!r} is not allowed; allowed: a finite number > 0")
     old = NODES, SCALE, DESIGN_SEED, _DF
     NODES, SCALE = int(nodes), float(scale)
     DESIGN_SEED = old[2] if seed is None else int(seed)
