@@ -284,7 +284,7 @@ CELLS: tuple[tuple[str, float, float, float], ...] = (
     ("independent / online_optimal / precision", 200, 0.405, 2.90),
     ("independent / online_optimal / recall", 1591, 0.289, 1.24),
     ("pooled / posterior_variance / f1", 629, 0.319, 2.00),  # version 12 (session 24)
-    ("pooled / posterior_variance / precision", 185, 0.369, 2.73),
+    ("pooled / posterior_variance / precision", 180, 0.385, 2.85),  # version 12 (session 27)
     ("pooled / posterior_variance / recall", 1006, 0.280, 1.62),  # version 12 (session 26)
     ("pooled / random / f1", 977, 0.207, 1.62),
     ("pooled / random / precision", 1165, 0.317, 1.55),
