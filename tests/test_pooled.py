@@ -259,6 +259,9 @@ def test_importance_sampling_error_against_a_finer_integration(pop2, metric, mon
         ({"nodes": 64, "scale": 0.0}, "scale=0.0"),
         ({"nodes": 64, "scale": 1.0, "df": -1.0}, "df=-1.0"),
         ({"nodes": 64, "scale": float("nan")}, "scale=nan"),
+        ({"nodes": float("nan"), "scale": 1.0}, "nodes=nan"),
+        ({"nodes": "64", "scale": 1.0}, "nodes='64'"),
+        ({"nodes": 64, "scale": "1"}, "scale='1'"),
     ],
 )
 def test_integration_block_rejects_a_bad_design_and_changes_nothing(kwargs, fragment):

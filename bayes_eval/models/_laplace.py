@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import numbers
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -217,8 +218,9 @@ def newton(
 
 def _check_nodes(nodes: float, name: str) -> int:
     """Half of ``nodes`` (the antithetic pairs), which must be a power of 2 (else a ValueError)."""
-    half = int(nodes) // 2
-    if nodes != int(nodes) or half < 1 or half & (half - 1):
+    ok = isinstance(nodes, numbers.Real) and not isinstance(nodes, bool) and math.isfinite(nodes)
+    half = int(nodes) // 2 if ok else 0
+    if not ok or nodes != int(nodes) or half < 1 or half & (half - 1):
         raise ValueError(f"{name}={nodes!r} is not allowed; allowed: twice a power of 2")
     return half
 
@@ -263,7 +265,8 @@ def integration(
     global NODES, SCALE, DESIGN_SEED, _DF
     _check_nodes(nodes, "nodes")
     for name, value in (("scale", scale), ("df", df)):
-        if value is not None and not (math.isfinite(value) and value > 0):
+        real = isinstance(value, numbers.Real) and not isinstance(value, bool)
+        if value is not None and not (real and math.isfinite(value) and value > 0):
             raise ValueError(f"{name}={value!r} is not allowed; allowed: a finite number > 0")
     old = NODES, SCALE, DESIGN_SEED, _DF
     NODES, SCALE = int(nodes), float(scale)
