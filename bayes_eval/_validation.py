@@ -111,7 +111,7 @@ def as_finite_1d(values: Any, name: str, *, allow_empty: bool = False) -> np.nda
         bad = np.flatnonzero(~finite)
         raise ValueError(
             f"{name} has {bad.size} non-finite value(s) (first at position {bad[0]}: "
-            f"{arr[bad[0]]!r}); allowed: finite real numbers"
+            f"{float(arr[bad[0]])!r}); allowed: finite real numbers"
         )
     return arr
 

@@ -36,6 +36,11 @@ def world(tmp_path_factory):
     (root / "latin1.csv").write_bytes("id,p\n1,0.5\n\xe9t\xe9,0.2\n".encode("latin-1"))
     (root / "bad.parquet").write_bytes(b"PAR1 this is not parquet PAR1")
     (root / "text.csv").write_text("id,p\n1,high\n2,0.3\n")
+    (root / "nan.csv").write_text("id,p\n1,0.2\n2,\n3,0.3\n")
+    (root / "inf.csv").write_text("id,p\n1,0.2\n2,0.4\n3,inf\n")
+    (root / "pred.csv").write_text("id,p,yhat\n1,0.2,0\n2,0.4,2\n3,0.3,1\n")
+    (root / "dup.csv").write_text("id,p\na,0.2\nb,0.4\na,0.3\n")
+    pd.DataFrame({"p": [0.2, np.nan, 0.3]}).to_parquet(root / "nan.parquet")
     (root / "x.xlsx").write_text("")
     (root / "out_dir").mkdir()
     (root / "plain_dir").mkdir()
@@ -110,6 +115,19 @@ CLI_CASES = [
     (("init", "NEW", "--scores", "R/bad.parquet", *INIT), ["--scores", "bad.parquet", "Parquet"]),
     (("init", "NEW", "--scores", "R/text.csv", *INIT), ["--score-col", "'high'"]),
     (("init", "NEW", "--scores", "R/s.csv", "--score-col", "p"), ["--threshold"]),
+    # the population's own checks, naming the flag, the file and (CSV) the line
+    (("init", "NEW", "--scores", "R/nan.csv", *INIT),
+     ["--score-col 'p'", "nan.csv", "line 3", "nan"]),
+    (("init", "NEW", "--scores", "R/inf.csv", *INIT),
+     ["--score-col 'p'", "inf.csv", "line 4", "inf"]),
+    (("init", "NEW", "--scores", "R/nan.parquet", *INIT),
+     ["--score-col 'p'", "nan.parquet", "nan"]),
+    (("init", "NEW", "--scores", "R/pred.csv", "--score-col", "p", "--prediction-col", "yhat"),
+     ["--prediction-col 'yhat'", "pred.csv", "value 2", "line 3"]),
+    (("init", "NEW", "--scores", "R/dup.csv", *INIT, "--id-col", "id"),
+     ["--id-col 'id'", "dup.csv", "'a'", "unique"]),
+    (("init", "NEW", "--scores", "R/s.csv", "--score-col", "p", "--threshold", "nan"),
+     ["--threshold nan"]),
     (("init", "NEW", "--scores", "R/s.csv", *INIT, "--prediction-col", "id"),
      ["--threshold", "--prediction-col"]),
     (("init", "AUD", "--scores", "R/s.csv", *INIT), ["aud", "already exists"]),

@@ -19,6 +19,7 @@ import csv
 import hashlib
 import io
 import json
+import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -96,7 +97,8 @@ def _load_population(source: dict[str, Any]) -> PopulationLike:
         from ..parquet import read_parquet  # imported only for Parquet sources (start-up time)
 
         try:
-            return read_parquet(path, engine=source.get("engine", "memory"), **kw)
+            with _flags_named(kw, path, csv=False):
+                return read_parquet(path, engine=source.get("engine", "memory"), **kw)
         except (pa.ArrowException, OSError) as exc:  # pyarrow's errors do not name the file
             raise UserError(
                 f"--scores {str(path)!r} is not a readable Parquet file ({_one_line(exc)})"
@@ -141,7 +143,38 @@ def _load_population(source: dict[str, Any]) -> PopulationLike:
         )
     if kw["id_col"] is not None:
         frame[kw["id_col"]] = csv_ids(frame[kw["id_col"]], path, kw["id_col"])
-    return Population.from_pandas(frame, **kw)
+    with _flags_named(kw, path, csv=True):
+        return Population.from_pandas(frame, **kw)
+
+
+#: the population's arguments (as its errors name them) and the ``init`` flags that give them
+_ARG_FLAGS = (
+    ("scores", "--score-col", "score_col"),
+    ("predictions", "--prediction-col", "prediction_col"),
+    ("ids", "--id-col", "id_col"),
+)
+
+
+@contextlib.contextmanager
+def _flags_named(kw: dict[str, Any], path: Path, *, csv: bool) -> Any:
+    """Re-raise the population's own validation errors (which name its arguments: ``scores``,
+    ``predictions``, ``ids``, ``threshold``) naming the ``init`` flag as typed and the file; a
+    CSV's 0-based data positions also as the file's line numbers (the header is line 1)."""
+    try:
+        yield
+    except (ValueError, TypeError) as exc:
+        text = _one_line(exc)
+        for arg, flag, key in _ARG_FLAGS:
+            if kw.get(key) is not None and re.match(rf"{arg}\b(?!=)", text):
+                text = f"{flag} {kw[key]!r} of {str(path)!r}{text[len(arg) :]}"
+                break
+        else:
+            if not text.startswith("threshold="):
+                raise
+            text = "--threshold " + text[len("threshold=") :]
+        if csv:
+            text = re.sub(r"position (\d+)", lambda m: f"line {int(m.group(1)) + 2}", text)
+        raise UserError(text) from None
 
 
 def csv_ids(raw: Any, path: Path, column: str) -> Any:
