@@ -71,6 +71,13 @@ def check_level(value: Any, name: str = "level") -> float:
     return value
 
 
+def check_max_mcse(value: Any, name: str = "max_mcse") -> float:
+    """A Monte Carlo standard error bound in the open interval (0, 0.5)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < 0.5:
+        raise ValueError(f"{name}={value!r}; allowed: a number in (0, 0.5)")
+    return float(value)
+
+
 def check_positive_int(value: Any, name: str) -> int:
     """An integer >= 1 (bools are refused)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):

@@ -154,6 +154,9 @@ CLI_CASES = [
     (("status", "R/none_audit"), ["none_audit"]),
     (("certify", "AUD", "--n-sims", "0"), ["--n-sims", "0"]),
     (("certify", "AUD", "--n-sims", "999999999"), ["--n-sims", "999999999"]),
+    (("certify", "AUD", "--max-mcse", "0"), ["--max-mcse=0.0", "(0, 0.5)"]),
+    (("certify", "AUD", "--max-mcse", "nan"), ["--max-mcse", "nan"]),
+    (("report", "AUD", "--out", "R/r.html", "--max-mcse", "0.5"), ["--max-mcse", "0.5"]),
     (("report", "AUD", "--out", "R/r.pdf"), ["--out", ".pdf"]),
     (("report", "AUD", "--out", "R/nodir/r.html"), ["--out", "nodir"]),
     (("report", "AUD", "--out", "R/out_dir", "--n-sims", "0"), ["--n-sims", "0"]),
@@ -168,6 +171,9 @@ CLI_CASES = [
     (("demo", "--budget", "0"), ["--budget", "0"]),
     (("demo", "--out", "R/r.pdf"), ["--out", ".pdf"]),
     (("demo", "--design", "nope"), ["--design", "'nope'", "posterior_variance"]),
+    (("demo", "--max-mcse", "0"), ["--max-mcse", "0.0"]),
+    (("demo", "--audit-dir", "R/nodir/a"), ["--audit-dir", "nodir", "does not exist"]),
+    (("demo", "--audit-dir", "R/s.csv"), ["--audit-dir", "s.csv", "not a directory"]),
 ]  # fmt: skip
 
 
@@ -257,6 +263,12 @@ def _api_cases():
         c("threshold nan", ["threshold", "nan"],
           lambda a, p, s, ids: be.Population([0.1, 0.2], threshold=float("nan"))),
         c("positions_of", ["ids", "5"], lambda a, p, s, ids: p.positions_of([5])),
+        c("Accept max_mcse 0", ["max_mcse", "0", "(0, 0.5)"],
+          lambda a, p, s, ids: be.stop.Accept(0.5, corrected=True, max_mcse=0)),
+        c("Accept max_mcse nan", ["max_mcse", "nan"],
+          lambda a, p, s, ids: be.stop.Accept(0.5, corrected=True, max_mcse=float("nan"))),
+        c("Accept uncorrected max_mcse", ["max_mcse", "-1"],
+          lambda a, p, s, ids: be.stop.Accept(0.5, corrected=False, max_mcse=-1)),
         c("open other pop", ["population", "fingerprint"],
           lambda a, p, s, ids: be.Audit.open(a.path, be.Population(np.linspace(0, 1, N),
                                                                    threshold=0.5))),

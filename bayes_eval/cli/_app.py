@@ -33,6 +33,14 @@ def _int_in(value: int, flag: str, lo: int, hi: int) -> int:
     return value
 
 
+def _max_mcse(value: float) -> float:
+    """``--max-mcse``, checked before any work (the calibration checks it only when a
+    correction is needed)."""
+    from .._validation import check_max_mcse
+
+    return check_max_mcse(value, "--max-mcse")
+
+
 class _OneLineErrors(typer.core.TyperGroup):
     """Usage errors (``-n 2.5``, an unknown flag) as one ``error:`` line, exit status 2."""
 

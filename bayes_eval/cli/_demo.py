@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -18,6 +19,8 @@ from ._app import (
     _command,
     _console,
     _int_in,
+    _max_mcse,
+    _one_line,
     _setup_matplotlib,
     app,
 )
@@ -74,14 +77,15 @@ def demo(
     _int_in(strata, "--strata", 1, MAX_STRATA)
     _int_in(n_sims, "--n-sims", 1, MAX_N_SIMS)
     _int_in(seed, "--seed", 0, MAX_SEED)
+    _max_mcse(max_mcse)
     if not 0.0 < target < 1.0:
         raise UserError(f"--target {target!r} is outside the open interval (0, 1)")
     if out.suffix.lower() not in (".html", ".htm", ".md"):
         raise UserError(f"--out {str(out)!r} has suffix {out.suffix!r}; allowed: .html or .md")
     if not out.parent.exists():
         raise UserError(f"--out {str(out)!r}: directory {str(out.parent)!r} does not exist")
-    if audit_dir is not None and audit_dir.exists() and any(audit_dir.iterdir()):
-        raise UserError(f"--audit-dir {str(audit_dir)!r} already exists and is not empty")
+    if audit_dir is not None:
+        _check_audit_dir(audit_dir)
     console = _console()
     lp = be.datasets.demo_population()
     pop = lp.population
@@ -92,9 +96,14 @@ def demo(
         f"(true F1 {truth['f1']:.3f}, unknown to the audit)"
     )
     st = stratify(pop, method="equal_size", n_strata=strata, rng=seed)
-    audit = be.Audit(
-        pop, strata=st, metric="f1", design=design, prior="jeffreys", rng=seed, path=audit_dir
-    )
+    try:
+        audit = be.Audit(
+            pop, strata=st, metric="f1", design=design, prior="jeffreys", rng=seed, path=audit_dir
+        )
+    except OSError as exc:  # e.g. a parent that refuses new entries although writable
+        raise UserError(
+            f"--audit-dir {str(audit_dir)!r} cannot be created ({_one_line(exc)})"
+        ) from None
     rule = be.stop.Accept(
         target, level=level, corrected=True, n_sims=n_sims, rng=seed, max_mcse=max_mcse
     )
@@ -160,3 +169,20 @@ def demo(
         f"{post.n_labels} labels of {pop.size:,} items"
     )
     console.print(f"wrote {out} in {time.perf_counter() - t0:.1f} s")
+
+
+def _check_audit_dir(audit_dir: Path) -> None:
+    """``--audit-dir``: a new or empty directory whose parent exists and is writable."""
+    if audit_dir.exists():
+        if not audit_dir.is_dir():
+            raise UserError(f"--audit-dir {str(audit_dir)!r} exists and is not a directory")
+        if any(audit_dir.iterdir()):
+            raise UserError(f"--audit-dir {str(audit_dir)!r} already exists and is not empty")
+        return
+    parent = audit_dir.absolute().parent
+    if not parent.is_dir():
+        raise UserError(f"--audit-dir {str(audit_dir)!r}: directory {str(parent)!r} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise UserError(
+            f"--audit-dir {str(audit_dir)!r}: directory {str(parent)!r} is not writable"
+        )

@@ -24,6 +24,7 @@ from ._app import (
     _command,
     _console,
     _int_in,
+    _max_mcse,
     _setup_matplotlib,
     app,
 )
@@ -271,6 +272,7 @@ def certify(
     from .._validation import check_level
 
     _int_in(n_sims, "--n-sims", 1, MAX_N_SIMS)
+    _max_mcse(max_mcse)
     if level is not None:
         check_level(level, "--level")
     if target is not None and not 0.0 <= target <= 1.0:
@@ -324,6 +326,7 @@ def report(
     """Write the posterior report (self-contained HTML, or Markdown with PNG files)."""
     _setup_matplotlib()
     _int_in(n_sims, "--n-sims", 1, MAX_N_SIMS)
+    _max_mcse(max_mcse)
     if out.suffix.lower() not in (".html", ".htm", ".md"):
         raise UserError(f"--out {str(out)!r} has suffix {out.suffix!r}; allowed: .html or .md")
     _check_out_file(out)

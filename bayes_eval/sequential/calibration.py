@@ -19,6 +19,7 @@ from .._validation import (
     as_generator,
     check_bool,
     check_level,
+    check_max_mcse,
     check_option,
     check_positive_int,
 )
@@ -433,12 +434,7 @@ def calibrate_sequential(
     target = _check_target(metric, target)
     truth_value = target if truth_metric is None else _check_target(metric, truth_metric)
     n_sims = check_calibration_args(n_sims, progress, " to estimate a coverage curve")
-    if (
-        isinstance(max_mcse, bool)
-        or not isinstance(max_mcse, numbers.Real)
-        or not (0 < max_mcse < 0.5)
-    ):
-        raise ValueError(f"max_mcse={max_mcse!r}; allowed: a number in (0, 0.5)")
+    check_max_mcse(max_mcse)
     check_bool(finite_population, "finite_population")
     if model != "independent" and strata is None:
         raise ValueError(f"model={model!r} reads the scores: pass strata, not sizes/predicted")

@@ -22,7 +22,6 @@ Webber, Bagdouri, Lewis & Oard (2013), ``../shared/seeds/002_bcc5f0faf615c660.tx
 from __future__ import annotations
 
 import json
-import numbers
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,7 +32,7 @@ import numpy as np
 import xarray as xr
 
 from .._procedure import Procedure
-from .._validation import RNGLike, as_generator, check_level, check_positive_int
+from .._validation import RNGLike, as_generator, check_level, check_max_mcse, check_positive_int
 from .boundary import DEFAULT_SHAPES, DEFAULT_Z
 from .calibration import DEFAULT_NOMINAL, calibration_key, geometric_looks, required_sims
 from .robust import (
@@ -372,12 +371,7 @@ def check_looks(looks: Any) -> Any:
 def check_sims(n_sims: Any, level: float, max_mcse: Any) -> tuple[int, float]:
     """Validate ``n_sims`` and ``max_mcse`` for a correction at ``level``."""
     n_sims = check_positive_int(n_sims, "n_sims")
-    if (
-        isinstance(max_mcse, bool)
-        or not isinstance(max_mcse, numbers.Real)
-        or not (0 < max_mcse < 0.5)
-    ):
-        raise ValueError(f"max_mcse={max_mcse!r}; allowed: a number in (0, 0.5)")
+    check_max_mcse(max_mcse)
     need = required_sims(level, float(max_mcse))
     if n_sims < need:
         raise ValueError(

@@ -16,7 +16,14 @@ from typing import Any
 import numpy as np
 
 from .._draws import decision_level
-from .._validation import RNGLike, as_generator, check_bool, check_level, check_positive_int
+from .._validation import (
+    RNGLike,
+    as_generator,
+    check_bool,
+    check_level,
+    check_max_mcse,
+    check_positive_int,
+)
 from ..certification import Certification, _check_target, certify
 from ..posterior import MetricPosterior
 from ..sequential.correction import (
@@ -94,7 +101,7 @@ class Accept(StopRule):
             self.n_sims, self.max_mcse = check_sims(n_sims, self.level, max_mcse)
         else:
             self.n_sims = check_positive_int(n_sims, "n_sims")
-            self.max_mcse = float(max_mcse)
+            self.max_mcse = check_max_mcse(max_mcse)
         if rng is not None:
             as_generator(rng)  # validate now
         self.rng = rng
