@@ -7,8 +7,10 @@ line on stderr and exit with status 1; usage errors (``-n 2.5``, an unknown flag
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +33,33 @@ def _int_in(value: int, flag: str, lo: int, hi: int) -> int:
     if not lo <= value <= hi:
         raise UserError(f"{flag} {value} is out of range; allowed: {lo:,} to {hi:,}")
     return value
+
+
+@contextlib.contextmanager
+def flags_for(args: dict[str, str], tidy: Callable[[str], str] | None = None) -> Any:
+    """Re-raise the library's validation errors (which name its arguments, ``size_12=20``)
+    naming the flags as typed (``--size-12=20``): an argument with an underscore wherever it
+    appears as a word, a plain word (``universe``, ``scores``) only where it is followed by
+    ``=`` or opens the message (prose keeps its words); ``tidy`` then rewrites values into the
+    form the flags take."""
+    words = "|".join(re.escape(a) for a in sorted(args, key=len, reverse=True))
+    pattern = re.compile(rf"(?<![\w-])({words})\b")
+    try:
+        yield
+    except (ValueError, TypeError) as exc:
+        named = []
+
+        def flag(m: re.Match[str]) -> str:
+            name = m.group(1)
+            if "_" in name or m.string[m.end() : m.end() + 1] == "=" or m.start() == 0:
+                named.append(name)
+                return args[name]
+            return name
+
+        text = pattern.sub(flag, _one_line(exc))
+        if not named:  # not about one of these arguments: as it was
+            raise
+        raise UserError(text if tidy is None else tidy(text)) from None
 
 
 def _max_mcse(value: float) -> float:

@@ -30,7 +30,7 @@ from .._protocols import PopulationLike
 from ..audit import Audit
 from ..audit._store import ensure_profile, open_store, update_extra, write_store
 from ..ledger import MANIFEST_NAME
-from ._app import UserError, _one_line
+from ._app import UserError, _one_line, flags_for
 
 CLI_FILE = "cli.json"
 CLI_FORMAT = "bayes_eval-cli/1"
@@ -147,34 +147,23 @@ def _load_population(source: dict[str, Any]) -> PopulationLike:
         return Population.from_pandas(frame, **kw)
 
 
-#: the population's arguments (as its errors name them) and the ``init`` flags that give them
-_ARG_FLAGS = (
-    ("scores", "--score-col", "score_col"),
-    ("predictions", "--prediction-col", "prediction_col"),
-    ("ids", "--id-col", "id_col"),
-)
-
-
-@contextlib.contextmanager
 def _flags_named(kw: dict[str, Any], path: Path, *, csv: bool) -> Any:
-    """Re-raise the population's own validation errors (which name its arguments: ``scores``,
-    ``predictions``, ``ids``, ``threshold``) naming the ``init`` flag as typed and the file; a
-    CSV's 0-based data positions also as the file's line numbers (the header is line 1)."""
-    try:
-        yield
-    except (ValueError, TypeError) as exc:
-        text = _one_line(exc)
-        for arg, flag, key in _ARG_FLAGS:
-            if kw.get(key) is not None and re.match(rf"{arg}\b(?!=)", text):
-                text = f"{flag} {kw[key]!r} of {str(path)!r}{text[len(arg) :]}"
-                break
-        else:
-            if not text.startswith("threshold="):
-                raise
-            text = "--threshold " + text[len("threshold=") :]
-        if csv:
-            text = re.sub(r"position (\d+)", lambda m: f"line {int(m.group(1)) + 2}", text)
-        raise UserError(text) from None
+    """The population's own validation errors (naming ``scores``, ``predictions``, ``ids``,
+    ``threshold``) naming the ``init`` flag as typed and the file; a CSV's 0-based data
+    positions also as the file's line numbers (the header is line 1)."""
+    flags = {"threshold": "--threshold"}
+    for arg, flag, key in (
+        ("scores", "--score-col", "score_col"),
+        ("predictions", "--prediction-col", "prediction_col"),
+        ("ids", "--id-col", "id_col"),
+    ):
+        if kw.get(key) is not None:
+            flags[arg] = f"{flag} {kw[key]!r} of {str(path)!r}"
+
+    def lines(text: str) -> str:
+        return re.sub(r"position (\d+)", lambda m: f"line {int(m.group(1)) + 2}", text)
+
+    return flags_for(flags, lines if csv else None)
 
 
 def csv_ids(raw: Any, path: Path, column: str) -> Any:

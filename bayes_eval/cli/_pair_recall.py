@@ -7,12 +7,35 @@ Bommannavar, Kolcz & Rajaraman, ``../shared/seeds/004_bbc0a8a725a042a8.txt``.
 
 from __future__ import annotations
 
+import re
 import warnings
 from typing import Annotated
 
 import typer
 
-from ._app import MAX_DRAWS, MAX_SEED, UserError, _command, _console, _int_in, _parse_prior, app
+from ._app import (
+    MAX_DRAWS,
+    MAX_SEED,
+    UserError,
+    _command,
+    _console,
+    _int_in,
+    _parse_prior,
+    app,
+    flags_for,
+)
+
+#: pair_recall's arguments and the flags that give them
+_FLAGS = {
+    **{f"{k}_{i}": f"--{k}-{i}" for k in ("size", "labels", "precision") for i in ("1", "2", "12")},
+    "delta_1": "--delta-1",
+    "universe": "--universe",
+}
+
+
+def _labels_as_typed(text: str) -> str:
+    """``--labels-1=(6, 5)`` as the flag takes it: ``--labels-1 6/5``."""
+    return re.sub(r"(--labels-\d+)=\((\d+), (\d+)\)", r"\1 \2/\3", text)
 
 
 def _parse_hn(text: str | None, name: str) -> tuple[int, int] | None:
@@ -93,9 +116,12 @@ def pair_recall_cmd(
 
     import bayes_eval as be
 
+    from .._validation import check_level
+
     _int_in(draws, "--draws", 1, MAX_DRAWS)
     _int_in(seed, "--seed", 0, MAX_SEED)
-    with warnings.catch_warnings(record=True) as caught:
+    check_level(level, "--level")
+    with warnings.catch_warnings(record=True) as caught, flags_for(_FLAGS, _labels_as_typed):
         warnings.simplefilter("always")
         res = be.pair_recall(
             size_1,
