@@ -218,10 +218,7 @@ def new_labels(
             raise ValueError(f"ids gives id {key!r} two different labels (0 and 1)")
     not_proposed = [key for key in given if key not in proposed]
     if not_proposed:
-        try:
-            population.positions_of(id_array(not_proposed), name="ids")
-        except ValueError as exc:
-            raise ValueError(f"ids contains an id not in the population: {exc}") from None
+        population.positions_of(id_array(not_proposed), name="ids")  # unknown ids: its error
         raise ValueError(
             f"ids contains {len(not_proposed)} id(s) never proposed by this audit (first: "
             f"{not_proposed[0]!r}); only items from propose() can be recorded"

@@ -123,7 +123,7 @@ def test_everything_proposed_then_exhausted():
 @pytest.mark.parametrize(
     ("ids", "labels", "exc", "match"),
     [
-        ([10**9], [1], ValueError, "not in the population"),
+        ([10**9], [1], ValueError, "unknown id"),
         ("never", [1], ValueError, "never proposed"),
         ("first", [2], ValueError, "allowed: 0, 1"),
         ("first2", [1], ValueError, "must match"),

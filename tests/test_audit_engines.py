@@ -123,7 +123,7 @@ def test_bad_record_writes_nothing(engine, tmp_path, case):
         match = "never proposed"
     elif case == "unknown":
         bad_ids = np.r_[ids[4], 10**9]
-        match = "not in the population"
+        match = "unknown id"
     elif case == "conflict":
         bad_ids, labels = ids[3:5], np.r_[not truth[ids[3]], truth[ids[4]]]
         match = "conflicts"

@@ -53,6 +53,7 @@ def world(tmp_path_factory):
     res = runner.invoke(app, ["next", str(aud), "-n", "4", "--out", str(root / "b.csv")])
     assert res.exit_code == 0, res.stderr
     first = int(pd.read_csv(root / "b.csv")["id"].iloc[0])
+    spare = min(set(range(N)) - set(pd.read_csv(root / "b.csv")["id"]))  # never proposed
     (root / "l1.csv").write_text(f"id,label\n{first},1\n")
     assert runner.invoke(app, ["record", str(aud), str(root / "l1.csv")]).exit_code == 0
     labels = {
@@ -68,6 +69,7 @@ def world(tmp_path_factory):
         "lfloat.csv": f"id,label\n{first}.0,1\n",
         "lpad.csv": f"id,label\n00{first},1\n",
         "lunknown.csv": "id,label\n987654,1\n",
+        "lnotproposed.csv": f"id,label\n{spare},1\n",
         "lconflict.csv": f"id,label\n{first},0\n",
     }
     for name, text in labels.items():
@@ -148,7 +150,9 @@ CLI_CASES = [
     (("record", "AUD", "R/lexp.csv"), ["lexp.csv", "e0'"]),
     (("record", "AUD", "R/lfloat.csv"), ["lfloat.csv", ".0'"]),
     (("record", "AUD", "R/lpad.csv"), ["lpad.csv", "'00"]),
-    (("record", "AUD", "R/lunknown.csv"), ["987654"]),
+    (("record", "AUD", "R/lunknown.csv"), ["--id-col 'id'", "lunknown.csv", "unknown id 987654"]),
+    (("record", "AUD", "R/lnotproposed.csv"),
+     ["--id-col 'id'", "lnotproposed.csv", "never proposed", "bayes-eval next"]),
     (("record", "AUD", "R/lconflict.csv"), ["already has label 1", "label 0 conflicts"]),
     (("record", "AUD", "R/llatin.csv"), ["llatin.csv", "UTF-8"]),
     (("status", "R/none_audit"), ["none_audit"]),

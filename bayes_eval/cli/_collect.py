@@ -26,6 +26,7 @@ from ._app import (
     _prior_json,
     _versions,
     app,
+    flags_for,
 )
 from ._directory import (
     CLI_FILE,
@@ -316,7 +317,13 @@ def record(
         labels, opened.population, id_col=id_col, label_col=label_col, annotator_col=annotator_col
     )
     before = int(opened.audit.n_labels)
-    opened.audit.record(data.ids, data.labels, annotators=data.annotators)
+    column = {"ids": f"--id-col {id_col!r} of {str(labels)!r}"}
+    try:
+        with flags_for(column, lambda text: text.replace("propose()", "`bayes-eval next`")):
+            opened.audit.record(data.ids, data.labels, annotators=data.annotators)
+    except BaseException:
+        opened.audit.close()  # the error's traceback must not keep the writer lock alive
+        raise
     after = int(opened.audit.n_labels)
     _console().print(
         f"recorded {after - before} new label(s) ({len(data.ids) - (after - before)} already "
