@@ -62,7 +62,7 @@ from ._validation import (
 )
 from .designs import DESIGNS, make_design
 from .metrics import METRICS, metric_of_positives, metric_values, relevant_sides
-from .models import DEFAULT_MODEL, design_prior
+from .models import DEFAULT_MODEL, design_prior, prior_label
 from .posterior import MODELS, estimate_from_stratum_counts
 from .priors import Prior, resolve_prior
 from .stop import AnyOf, Look, Procedure, StopRule, supports_many
@@ -646,7 +646,7 @@ def _simulate_design(
         "truth": true_value,
         "level": level,
         "interval": "equal-tailed",
-        "prior": prior_desc,
+        "prior": prior_label(model, prior_desc),
         "model": model,
         "finite_population": int(finite_population),
         "budget": budget,

@@ -41,7 +41,8 @@ def test_shapes_and_fields(lp):
     assert (ds["stopped_by"].values == "budget").all()
     np.testing.assert_allclose(ds["error"], ds["estimate"] - ds.attrs["truth"])
     np.testing.assert_allclose(ds["half_width"], (ds["upper"] - ds["lower"]) / 2)
-    assert ds.attrs["prior"] == "jeffreys" and ds.attrs["metric"] == "f1"
+    assert ds.attrs["prior"] == "pooled hyperpriors" and ds.attrs["model"] == "pooled"
+    assert ds.attrs["metric"] == "f1"
     n = ds["n"].values
     assert (n.sum(axis=1) == 90).all() and (ds["h"].values <= n).all()
     # the truth is the population's actual F1

@@ -48,7 +48,7 @@ from ..designs import DesignState
 from ..labels import canonical_ids, new_labels
 from ..ledger import manifest_digest, now, read_manifest
 from ..metrics import METRICS
-from ..models import DEFAULT_MODEL, MODELS, check_model_prior, design_prior
+from ..models import DEFAULT_MODEL, MODELS, check_model_prior, design_prior, prior_label
 from ..priors import Prior, resolve_prior
 from ._directory import AuditDirectory, label_lines, proposal_line, replay
 from ._manifest import audit_seed, build_manifest, check_design, open_arguments
@@ -694,7 +694,8 @@ class Audit:
         where = f", path={str(self.path)!r}" if self.path is not None else ""
         return (
             f"Audit(metric={self.metric!r}, design={self.design_name!r}, "
-            f"prior={self.prior_description}, model={self.model!r}, seed={self.seed}, "
+            f"prior={prior_label(self.model, self.prior_description)!r}, model={self.model!r}, "
+            f"seed={self.seed}, "
             f"K={self._sizes.shape[0]}, {self.n_labels} labels, {len(self._pending)} pending, "
             f"{self._round} batches{where})"
         )

@@ -27,6 +27,7 @@ import xarray as xr
 from .._draws import audit_generator
 from .._loop import scheduled_batch
 from .._validation import check_level, check_positive_int
+from ..models import prior_label
 from ..posterior import MetricPosterior, estimate_from_stratum_counts
 from ..priors import Prior
 from ..stop import Look, StopDecision, StopRule, find_certifier
@@ -184,7 +185,7 @@ def run_audit(
         metric=audit.metric,
         design=audit.design_name,
         model=audit.model,
-        prior=audit.prior_description,
+        prior=prior_label(audit.model, audit.prior_description),
         seed=audit.seed,
     )
 
@@ -232,7 +233,7 @@ def _trajectory(
             "design": audit.design_name,
             "level": level,
             "interval": "equal-tailed",
-            "prior": audit.prior_description,
+            "prior": prior_label(audit.model, audit.prior_description),
             "model": audit.model,
             "look_model": audit.look_model,
             "seed": audit.seed,
