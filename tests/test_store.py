@@ -324,7 +324,8 @@ def test_init_model_is_recorded_used_and_named(tmp_path):
     _next(audit, tmp_path / "b.csv")
     res = _cli("status", audit, "--json")
     assert res.exit_code == 0, res.output
-    assert json.loads(res.stdout)["model"] == "pooled"
+    doc = json.loads(res.stdout)
+    assert doc["model"] == "pooled" and doc["prior"] == "pooled hyperpriors"  # no Beta prior
     assert "model pooled" in _cli("status", audit).stdout
     res = _cli("certify", audit, "--target", "0.2", "--uncorrected", "--json")
     assert res.exit_code == 0, res.output

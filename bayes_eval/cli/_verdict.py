@@ -194,7 +194,12 @@ def status(
                 "metric": opened.metric,
                 "level": level,
                 "design": opened.meta["design"],
-                "prior": opened.meta["prior"],
+                # the pooled model has no Beta prior: its hyperpriors (as in the table header)
+                "prior": (
+                    prior_label(audit.model, opened.meta["prior"])
+                    if audit.model == "pooled"
+                    else opened.meta["prior"]
+                ),
                 "model": audit.model,
                 "metrics": metrics_json(post, level),
                 "prior_only": list(post.prior_only),
