@@ -95,7 +95,11 @@ def coerce_labels(
     ids, vals = _split(labels, name)
     ids = np.asarray(ids)
     if ids.ndim != 1:
-        raise ValueError(f"ids of {name} have shape {ids.shape}; allowed: 1-D")
+        raise ValueError(
+            f"ids of {name} have shape {ids.shape} (a pair's first element, e.g. of a list of two "
+            "labels without ids); allowed: a pair (ids, labels) of 1-D arrays, a mapping "
+            "id->label or a pandas Series indexed by id"
+        )
     values = as_label_values(vals, name)
     if values.shape[0] != ids.shape[0]:
         raise ValueError(

@@ -278,6 +278,8 @@ def _api_cases():
         c("threshold nan", ["threshold", "nan"],
           lambda a, p, s, ids: be.Population([0.1, 0.2], threshold=float("nan"))),
         c("positions_of", ["ids", "5"], lambda a, p, s, ids: p.positions_of([5])),
+        c("labels without ids", ["ids of labels", "pair (ids, labels)"],
+          lambda a, p, s, ids: be.estimate(s, [1, 0])),
         c("Accept max_mcse 0", ["max_mcse", "0", "(0, 0.5)"],
           lambda a, p, s, ids: be.stop.Accept(0.5, corrected=True, max_mcse=0)),
         c("Accept max_mcse nan", ["max_mcse", "nan"],
