@@ -135,6 +135,7 @@ CLI_CASES = [
     (("init", "AUD", "--scores", "R/s.csv", *INIT), ["aud", "already exists"]),
     (("next", "AUD", "-n", "0"), ["-n", "0"]),
     (("next", "AUD", "-n", "5000000000"), ["-n", "5000000000"]),
+    (("next", "AUD", "-n", "999999"), ["-n 999999", "never proposed", "allowed: -n 1 to"]),
     (("next", "AUD", "-n", "3", "--out", "R/out_dir"), ["--out", "out_dir", "directory"]),
     (("next", "AUD", "-n", "3", "--out", "R/nodir/b.csv"), ["--out", "nodir"]),
     (("next", "R/none_audit", "-n", "3"), ["none_audit", "does not exist"]),
