@@ -233,16 +233,23 @@ def _setup_matplotlib() -> None:
     os.environ.setdefault("MPLBACKEND", "Agg")
 
 
+def _check_parent(path: Path, flag: str) -> None:
+    """The directory that will hold ``path`` (given by ``flag``) exists and is writable."""
+    parent = path.absolute().parent
+    if not parent.is_dir():
+        raise UserError(f"{flag} {str(path)!r}: directory {str(parent)!r} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise UserError(f"{flag} {str(path)!r}: directory {str(parent)!r} is not writable")
+
+
 def _check_out_file(out: Path) -> None:
     """An --out path that can be written: not a directory, its directory exists and is writable."""
     if out.is_dir():
         raise UserError(
             f"--out {str(out)!r} is a directory; allowed: a file path such as batch.csv"
         )
-    parent = out.parent
-    if not parent.is_dir():
-        raise UserError(f"--out {str(out)!r}: directory {str(parent)!r} does not exist")
-    if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+    _check_parent(out, "--out")
+    if out.exists() and not os.access(out, os.W_OK):
         raise UserError(f"--out {str(out)!r} is not writable")
 
 

@@ -262,16 +262,13 @@ def next_batch(
         ids = audit.pending
     else:
         remaining = int(pop.size) - int(audit.n_proposed)
-        if remaining <= 0:
-            audit.close()
-            raise UserError(
-                f"every one of the {pop.size:,} items has been proposed; nothing left for -n {n}"
-            )
         if n > remaining:
             audit.close()  # an error must not leave the writer lock to the garbage collector
             raise UserError(
-                f"-n {n} is more than the {remaining:,} items never proposed; allowed: -n 1 to "
-                f"{remaining:,}"
+                f"every one of the {pop.size:,} items has been proposed; nothing left for -n {n}"
+                if remaining <= 0
+                else f"-n {n} is more than the {remaining:,} items never proposed; allowed: "
+                f"-n 1 to {remaining:,}"
             )
         ids = audit.propose(n)
     positions = pop.positions_of(ids)

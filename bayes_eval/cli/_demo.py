@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,6 +15,8 @@ from ._app import (
     MAX_SEED,
     MAX_STRATA,
     UserError,
+    _check_out_file,
+    _check_parent,
     _command,
     _console,
     _int_in,
@@ -82,8 +83,7 @@ def demo(
         raise UserError(f"--target {target!r} is outside the open interval (0, 1)")
     if out.suffix.lower() not in (".html", ".htm", ".md"):
         raise UserError(f"--out {str(out)!r} has suffix {out.suffix!r}; allowed: .html or .md")
-    if not out.parent.exists():
-        raise UserError(f"--out {str(out)!r}: directory {str(out.parent)!r} does not exist")
+    _check_out_file(out)
     if audit_dir is not None:
         _check_audit_dir(audit_dir)
     console = _console()
@@ -179,10 +179,4 @@ def _check_audit_dir(audit_dir: Path) -> None:
         if any(audit_dir.iterdir()):
             raise UserError(f"--audit-dir {str(audit_dir)!r} already exists and is not empty")
         return
-    parent = audit_dir.absolute().parent
-    if not parent.is_dir():
-        raise UserError(f"--audit-dir {str(audit_dir)!r}: directory {str(parent)!r} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise UserError(
-            f"--audit-dir {str(audit_dir)!r}: directory {str(parent)!r} is not writable"
-        )
+    _check_parent(audit_dir, "--audit-dir")
