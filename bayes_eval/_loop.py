@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from ._validation import check_positive_int
-from .designs import DesignState
+from .designs import Design, DesignState
 
 __all__ = [
     "BatchPlan",
@@ -53,12 +53,12 @@ __all__ = [
 ]
 
 
-def design_name(design: Any) -> str:
+def design_name(design: Design) -> str:
     """The name a design is reported under."""
     return str(getattr(design, "name", type(design).__name__))
 
 
-def scheduled_batch(design: Any, round: int, n_strata: int, batch_size: int | None) -> int:
+def scheduled_batch(design: Design, round: int, n_strata: int, batch_size: int | None) -> int:
     """Size of batch ``round``: ``design.batch_schedule(round, K)`` when the design has one (a
     schedule is part of the design as published, so it overrides ``batch_size``), else
     ``batch_size``.
@@ -87,7 +87,7 @@ def scheduled_batch(design: Any, round: int, n_strata: int, batch_size: int | No
     return int(m)
 
 
-def steady_batch_size(design: Any, n_strata: int, batch_size: int | None) -> int | None:
+def steady_batch_size(design: Design, n_strata: int, batch_size: int | None) -> int | None:
     """The batch size stop rules read: the schedule's size after the first round, if any."""
     if getattr(design, "batch_schedule", None) is None:
         return batch_size
@@ -115,7 +115,7 @@ class BatchPlan:
     @classmethod
     def build(
         cls,
-        design: Any,
+        design: Design,
         *,
         batch_size: Any,
         budget: Any,
@@ -249,7 +249,7 @@ def check_allocation(counts: Any, m: int, available: np.ndarray, label: str) -> 
     )
 
 
-def allocate(design: Any, state: DesignState, m: int, rng: np.random.Generator) -> np.ndarray:
+def allocate(design: Design, state: DesignState, m: int, rng: np.random.Generator) -> np.ndarray:
     """``design.allocate(state, m, rng)`` for one audit, checked (:func:`check_allocation`)."""
     counts = design.allocate(state, m, rng)
     return check_allocation(counts, m, state.available, design_name(design))
@@ -304,7 +304,7 @@ class LockStepAllocator:
     """
 
     def __init__(
-        self, design: Any, n_audits: int, *, per_audit: bool = False, vector_random: bool = True
+        self, design: Design, n_audits: int, *, per_audit: bool = False, vector_random: bool = True
     ) -> None:
         self.label = design_name(design)
         self.random = vector_random and self.label == "random" and not per_audit

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ._draws import DEFAULT_DRAWS
+from ._protocols import StrataLike
 from .priors import Prior
 
 __all__ = ["Look", "Procedure"]
@@ -47,7 +48,7 @@ class Procedure:
         Labels and positives per stratum when the run started.
     """
 
-    strata: Any
+    strata: StrataLike
     metric: str
     design: str
     design_options: dict[str, Any]

@@ -27,9 +27,10 @@ Examples
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 __all__ = ["PopulationLike", "StrataLike", "score_mean", "strata_repr"]
 
@@ -59,7 +60,7 @@ class PopulationLike(Protocol):
 
     def predictions_at(self, positions: np.ndarray) -> np.ndarray: ...
 
-    def positions_of(self, ids: Any, *, name: str = "ids") -> np.ndarray: ...
+    def positions_of(self, ids: ArrayLike, *, name: str = "ids") -> np.ndarray: ...
 
     def fingerprint(self) -> str: ...
 
@@ -78,7 +79,7 @@ class StrataLike(Protocol):
     :func:`bayes_eval.models._profile.profile_of_strata` use them when present.
     """
 
-    population: Any
+    population: PopulationLike
     method: str
     variable: str
     sizes: np.ndarray

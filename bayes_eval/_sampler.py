@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from ._protocols import StrataLike
+
 __all__ = ["KeyedStratumSampler", "item_keys", "make_sampler", "mix64"]
 
 _M64 = (1 << 64) - 1
@@ -144,7 +146,7 @@ class KeyedStratumSampler:
     Draws are therefore O(m) amortised: the per-batch cost does not grow with N.
     """
 
-    def __init__(self, strata: Any, seed: int) -> None:
+    def __init__(self, strata: StrataLike, seed: int) -> None:
         self.strata = strata
         self.seed = _check_seed(seed)
         k = int(strata.n_strata)
@@ -228,7 +230,7 @@ class KeyedStratumSampler:
         return self.sizes - self.drawn
 
 
-def make_sampler(strata: Any, seed: int) -> Any:
+def make_sampler(strata: StrataLike, seed: int) -> Any:
     """The keyed sampler for ``strata``: ``strata.make_sampler(seed)`` when the strata provide one
     (out-of-core strata), the in-memory :class:`KeyedStratumSampler` otherwise."""
     maker = getattr(strata, "make_sampler", None)

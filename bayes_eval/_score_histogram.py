@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from ._protocols import PopulationLike
+
 __all__ = ["FAST_BINS", "HistogramStrata", "bin_keys", "histogram_strata", "index_dtype"]
 
 
@@ -88,7 +90,7 @@ def _neighbours(nonzero: np.ndarray, bins: np.ndarray) -> np.ndarray:
 
 
 def histogram_strata(
-    population: Any, by_size: bool, kernel: Any, n_strata_for: Callable[[int, int], int]
+    population: PopulationLike, by_size: bool, kernel: Any, n_strata_for: Callable[[int, int], int]
 ) -> HistogramStrata | None:
     """``equal_size`` (``by_size``) or ``kernel`` (``equal_width``) strata of the score in O(N),
     or None for the general path; ``n_strata_for(side_size)`` is the strata asked of a side.

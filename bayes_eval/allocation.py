@@ -32,11 +32,13 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
+from ._protocols import StrataLike
 from ._validation import check_nonnegative_int, check_option
 from .designs import DesignState, PosteriorVariance, largest_remainder, stratum_sd
 from .metrics import METRICS
-from .priors import resolve_prior
+from .priors import BetaSpec, resolve_prior
 
 __all__ = ["ALLOCATIONS", "allocate"]
 
@@ -44,7 +46,7 @@ __all__ = ["ALLOCATIONS", "allocate"]
 ALLOCATIONS = ("proportional", "equal", "neyman", "posterior_variance")
 
 
-def _sizes_of(strata: Any) -> tuple[np.ndarray, np.ndarray]:
+def _sizes_of(strata: StrataLike | ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     sizes = getattr(strata, "sizes", None)
     if sizes is not None:
         return np.asarray(sizes, dtype=np.int64), np.asarray(strata.predicted, dtype=bool)
@@ -98,16 +100,16 @@ def _counts(value: Any, name: str, sizes: np.ndarray) -> np.ndarray:
 
 
 def allocate(
-    strata: Any,
+    strata: StrataLike | ArrayLike,
     n: int,
     *,
     method: str,
-    sd: Any = None,
-    rates: Any = None,
-    labelled: Any = None,
-    positives: Any = None,
+    sd: ArrayLike | None = None,
+    rates: ArrayLike | None = None,
+    labelled: ArrayLike | None = None,
+    positives: ArrayLike | None = None,
     metric: str = "precision",
-    prior: Any = "jeffreys",
+    prior: BetaSpec = "jeffreys",
     finite_population: bool = True,
 ) -> np.ndarray:
     r"""Split ``n`` labels over strata.

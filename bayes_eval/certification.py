@@ -202,7 +202,7 @@ def certify(
     metric: str,
     target: float,
     level: float,
-    calibration: Any = None,
+    calibration: Correction | SequentialCalibration | None = None,
     looks: int = 1,
     design: str | None = None,
 ) -> Certification:

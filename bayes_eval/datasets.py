@@ -70,6 +70,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 from ._validation import RNGLike, as_generator, check_option, check_positive_int
 from .metrics import METRICS
@@ -159,7 +160,7 @@ class LabelledPopulation:
     population: Population
     truth: np.ndarray
 
-    def oracle(self, ids: Any) -> np.ndarray:
+    def oracle(self, ids: ArrayLike) -> np.ndarray:
         """True 0/1 labels (uint8) of the items with the given ids: a simulated, perfect judge.
 
         Unknown ids raise ``ValueError`` (from :meth:`Population.positions_of`).
@@ -167,7 +168,7 @@ class LabelledPopulation:
         positions = self.population.positions_of(ids, name="ids")
         return self.truth[positions].astype(np.uint8)
 
-    def labels_for(self, ids: Any) -> tuple[np.ndarray, np.ndarray]:
+    def labels_for(self, ids: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """``(ids, labels)`` pair usable as ``labels=`` in :func:`bayes_eval.estimate`."""
         labels = self.oracle(ids)
         arr = np.asarray(ids)

@@ -63,6 +63,7 @@ import numpy as np
 import xarray as xr
 from scipy import optimize, special
 
+from ._protocols import StrataLike
 from ._validation import RNGLike, as_generator, check_option, check_positive_int
 
 __all__ = [
@@ -98,7 +99,7 @@ class SamplerWarning(UserWarning):
 
 
 # ----------------------------------------------------------------------------- score summaries
-def score_summary(strata: Any) -> np.ndarray:
+def score_summary(strata: StrataLike) -> np.ndarray:
     """Mean score of every stratum, ``(K,)``, in one O(N) pass (``bincount``)."""
     scores = np.asarray(strata.population.scores, dtype=np.float64)
     assignment = np.asarray(strata.assignment, dtype=np.int64)
@@ -460,7 +461,7 @@ def _diagnostics(tree: xr.DataTree) -> dict[str, float]:
 
 def hierarchical_theta(
     *,
-    strata: Any,
+    strata: StrataLike,
     n: np.ndarray,
     h: np.ndarray,
     prior_a: np.ndarray,

@@ -14,14 +14,32 @@ from __future__ import annotations
 
 import numbers
 import sys
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Hashable, Mapping
+from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._protocols import PopulationLike
 
-__all__ = ["as_label_values", "canonical_ids", "check_annotators", "coerce_labels", "new_labels"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = [
+    "LabelsSpec",
+    "as_label_values",
+    "canonical_ids",
+    "check_annotators",
+    "coerce_labels",
+    "new_labels",
+]
+
+#: labels as users give them: a mapping id -> 0/1 (or bool), a pandas Series indexed by id, a
+#: DataFrame with columns ``id`` and ``label``, or a pair ``(ids, labels)`` of arrays
+#: (pandas only by name: this module never imports it)
+type LabelsSpec = Union[  # noqa: UP007 - the pandas names are forward references
+    Mapping[Hashable, int | bool], tuple[ArrayLike, ArrayLike], "pd.Series", "pd.DataFrame"
+]
 
 
 def as_label_values(values: Any, name: str = "labels") -> np.ndarray:
@@ -74,7 +92,7 @@ def _split(labels: Any, name: str) -> tuple[Any, Any]:
 
 
 def coerce_labels(
-    labels: Any, population: PopulationLike, *, name: str = "labels"
+    labels: LabelsSpec | None, population: PopulationLike, *, name: str = "labels"
 ) -> tuple[np.ndarray, np.ndarray]:
     """Validate labels against a population.
 

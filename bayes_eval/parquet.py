@@ -20,12 +20,15 @@ Examples
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ._protocols import PopulationLike
 from ._validation import check_option
 from .dask import DaskPopulation
 from .population import Population
+
+if TYPE_CHECKING:
+    from distributed import Client
 
 __all__ = ["ENGINES", "read_parquet"]
 
@@ -41,7 +44,7 @@ def read_parquet(
     prediction_col: str | None = None,
     threshold: float | None = None,
     engine: str = "memory",
-    client: Any = None,
+    client: Client | None = None,
 ) -> PopulationLike:
     """Read a population from a Parquet file or partitioned dataset.
 

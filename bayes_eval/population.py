@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._mapped import searchsorted, take
 from ._protocols import PopulationLike
@@ -23,6 +24,7 @@ from ._validation import as_finite_1d
 
 if TYPE_CHECKING:
     import pandas as pd
+    from distributed import Client
 
 __all__ = ["Population", "PopulationLike"]
 
@@ -187,11 +189,11 @@ class Population:
 
     def __init__(
         self,
-        scores: Any,
+        scores: ArrayLike,
         *,
         threshold: float | None = None,
-        predictions: Any = None,
-        ids: Any = None,
+        predictions: ArrayLike | None = None,
+        ids: ArrayLike | None = None,
     ) -> None:
         scores = as_finite_1d(scores, "scores")
         if (threshold is None) == (predictions is None):
@@ -293,7 +295,7 @@ class Population:
         prediction_col: str | None = None,
         threshold: float | None = None,
         engine: str = "memory",
-        client: Any = None,
+        client: Client | None = None,
     ) -> Population:
         """Read a population from a Parquet file or partitioned dataset into memory.
 
@@ -386,7 +388,7 @@ class Population:
         """Predicted labels of the items at integer ``positions``."""
         return take(self._predictions, positions)
 
-    def positions_of(self, ids: Any, *, name: str = "ids") -> np.ndarray:
+    def positions_of(self, ids: ArrayLike, *, name: str = "ids") -> np.ndarray:
         """Positions of the items with the given ids; unknown ids raise ``ValueError``."""
         arr = as_id_query(ids, name)
         if arr.size == 0:

@@ -46,10 +46,10 @@ from ._metric_draws import COUNTS, metric_draws_from_theta
 from ._protocols import StrataLike
 from ._sampling import draw_beta
 from ._validation import RNGLike, as_generator, check_bool, check_option, check_positive_int
-from .labels import coerce_labels
+from .labels import LabelsSpec, coerce_labels
 from .metrics import METRICS, confusion_from_positives, resolve_metrics
 from .models import DEFAULT_MODEL, MODELS, check_model_prior
-from .priors import Prior, resolve_prior
+from .priors import BetaSpec, Prior, PriorSpec, resolve_prior
 
 __all__ = [
     "MODELS",
@@ -361,9 +361,9 @@ def stratum_counts(
 
 def estimate(
     strata: StrataLike,
-    labels: Any = None,
+    labels: LabelsSpec | None = None,
     *,
-    prior: Any = "jeffreys",
+    prior: BetaSpec = "jeffreys",
     finite_population: bool = True,
     draws: int = DEFAULT_DRAWS,
     rng: RNGLike = None,
@@ -453,7 +453,7 @@ def estimate_from_stratum_counts(
     n: np.ndarray,
     h: np.ndarray,
     *,
-    prior: Any = "jeffreys",
+    prior: PriorSpec = "jeffreys",
     finite_population: bool = True,
     draws: int = DEFAULT_DRAWS,
     rng: RNGLike = None,
@@ -536,7 +536,7 @@ def estimate_counts(
     tn: int,
     *,
     predicted_sizes: tuple[int, int] | None = None,
-    prior: Any = "jeffreys",
+    prior: BetaSpec = "jeffreys",
     draws: int = DEFAULT_DRAWS,
     rng: RNGLike = None,
     metrics: str | tuple[str, ...] | None = None,

@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
-__all__ = ["NAMED_PRIORS", "Prior", "resolve_prior"]
+__all__ = ["NAMED_PRIORS", "BetaSpec", "Prior", "PriorSpec", "resolve_prior"]
+
+#: a Beta prior as users write it: ``"jeffreys"``, ``"uniform"``, or an ``(a, b)`` pair of positive
+#: numbers or of per-stratum arrays (:func:`resolve_prior`)
+type BetaSpec = str | tuple[ArrayLike, ArrayLike] | list[ArrayLike]
+#: what a ``prior=`` argument takes: a :data:`BetaSpec` or a resolved :class:`Prior`
+type PriorSpec = BetaSpec | Prior
 
 #: named priors: (a, b)
 NAMED_PRIORS: dict[str, tuple[float, float]] = {"jeffreys": (0.5, 0.5), "uniform": (1.0, 1.0)}
 
 
-def resolve_prior(prior: Any, n_strata: int) -> tuple[np.ndarray, np.ndarray, str]:
+def resolve_prior(prior: BetaSpec, n_strata: int) -> tuple[np.ndarray, np.ndarray, str]:
     """Resolve ``prior`` to per-stratum arrays ``(a, b)`` and a description.
 
     Allowed: ``"jeffreys"`` (Beta(1/2, 1/2)), ``"uniform"`` (Beta(1, 1)), a pair ``(a, b)`` of
@@ -79,7 +85,7 @@ class Prior:
     description: str
 
     @classmethod
-    def resolve(cls, prior: Any, n_strata: int) -> Prior:
+    def resolve(cls, prior: PriorSpec, n_strata: int) -> Prior:
         """A :class:`Prior` from a prior spec (:func:`resolve_prior`) or a :class:`Prior` with
         ``n_strata`` entries."""
         if isinstance(prior, Prior):

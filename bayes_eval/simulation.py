@@ -44,12 +44,14 @@ from __future__ import annotations
 import copy
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from ._loop import BatchPlan, LockStep, LockStepAllocator, design_state
+from ._protocols import PopulationLike, StrataLike
 from ._protocols import score_mean as strata_score_mean
 from ._sampling import NORMAL_MIN_VARIANCE
 from ._validation import (
@@ -60,14 +62,21 @@ from ._validation import (
     check_option,
     check_positive_int,
 )
-from .designs import DESIGNS, make_design
+from .designs import DESIGNS, Design, make_design
 from .metrics import METRICS, metric_of_positives, metric_values, relevant_sides
 from .models import DEFAULT_MODEL, design_prior, prior_label
 from .posterior import MODELS, estimate_from_stratum_counts
-from .priors import Prior, resolve_prior
+from .priors import BetaSpec, Prior, resolve_prior
 from .stop import AnyOf, Look, Procedure, StopRule, supports_many
 
+if TYPE_CHECKING:
+    from .datasets import LabelledPopulation
+
 __all__ = ["simulate", "truth_counts"]
+
+#: one entry of ``simulate(designs={label: ...})``: a registered design's name, a name with
+#: its options, or a design object
+type DesignChoice = str | tuple[str, Mapping[str, Any]] | Design
 
 #: max elements of one (reps, draws, K) block of posterior draws (small blocks stay in cache:
 #: measured 2x faster than one big block)
@@ -98,7 +107,7 @@ def _split_data(data: Any, truth: Any) -> tuple[Any, np.ndarray]:
     return pop, arr
 
 
-def truth_counts(strata: Any, truth: np.ndarray) -> np.ndarray:
+def truth_counts(strata: StrataLike, truth: np.ndarray) -> np.ndarray:
     """True positives per stratum, ``P_k = sum_{i in k} y_i`` (one pass over the population)."""
     assignment = np.asarray(strata.assignment, dtype=np.int64)
     return (
@@ -241,24 +250,24 @@ def _check_many(
 
 
 def simulate(
-    data: Any,
+    data: LabelledPopulation | tuple[PopulationLike, ArrayLike] | PopulationLike,
     *,
-    strata: Any,
-    designs: Any,
+    strata: StrataLike,
+    designs: str | Sequence[str] | Mapping[str, DesignChoice],
     metric: str = "f1",
     budget: int,
     batch_size: int,
     n_reps: int,
     stop: StopRule | None = None,
     level: float = 0.95,
-    prior: Any = "jeffreys",
+    prior: BetaSpec = "jeffreys",
     draws: int = 2000,
     rng: RNGLike = 0,
     design_options: Mapping[str, Mapping[str, Any]] | None = None,
     finite_population: bool = True,
     model: str = DEFAULT_MODEL,
     trajectory: bool = True,
-    truth: Any = None,
+    truth: ArrayLike | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, xr.Dataset]:
     """Run many independent simulated audits per design against known labels.
@@ -403,7 +412,6 @@ def simulate(
             score_mean=score_mean,
             a=a,
             b=b,
-            prior=prior,
             prior_desc=prior_desc,
             metric=metric,
             budget=budget,
@@ -426,16 +434,15 @@ def _simulate_design(
     *,
     tick: Callable[[int], None],
     label: str,
-    design: Any,
+    design: Design,
     design_options: dict,
-    strata: Any,
+    strata: StrataLike,
     sizes: np.ndarray,
     predicted: np.ndarray,
     positives: np.ndarray,
     score_mean: np.ndarray,
     a: np.ndarray,
     b: np.ndarray,
-    prior: Any,
     prior_desc: str,
     metric: str,
     budget: int,

@@ -22,12 +22,13 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 from scipy import ndimage
 
-from ._protocols import strata_repr
+from ._protocols import PopulationLike, strata_repr
 from ._score_histogram import histogram_strata, index_dtype
 from ._stratifiers import STRATIFIERS, equal_size, equal_size_from_counts, equal_width
-from ._validation import as_generator, check_option
+from ._validation import RNGLike, as_generator, check_option
 from .population import Population
 
 __all__ = ["FewerStrataWarning", "Strata", "side_n_strata", "stratify"]
@@ -72,7 +73,7 @@ class Strata:
 
     def __init__(
         self,
-        population: Any,
+        population: PopulationLike,
         assignment: np.ndarray,
         predicted: np.ndarray,
         sizes: np.ndarray,
@@ -101,7 +102,7 @@ class Strata:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_assignment(cls, population: Population, assignment: Any) -> Strata:
+    def from_assignment(cls, population: Population, assignment: ArrayLike) -> Strata:
         """Strata from a user-given stratum index per item (0..K-1, every stratum non-empty,
         each wholly on one predicted side)."""
         arr = np.asarray(assignment)
@@ -198,7 +199,7 @@ def _as_n_strata(n_strata: Any) -> tuple[int | str, int | str]:
     return v, v
 
 
-def _confidence(population: Any, score_kind: str) -> np.ndarray:
+def _confidence(population: PopulationLike, score_kind: str) -> np.ndarray:
     scores = population.scores
     preds = population.predictions
     if score_kind == "auto":
@@ -325,7 +326,7 @@ def stratify(
     n_strata: int | str | tuple[int | str, int | str] = 10,
     variable: str = "score",
     score_kind: str = "auto",
-    rng: Any = None,
+    rng: RNGLike = None,
 ) -> Strata:
     """Stratify a population by predicted side and score.
 
@@ -454,7 +455,7 @@ def stratify(
 
 
 def _by_variable_edges(
-    population: Any,
+    population: PopulationLike,
     var: np.ndarray,
     side_results: list,
     dtype: type,
@@ -515,7 +516,7 @@ def _by_variable_edges(
 
 
 def _by_score_edges(
-    population: Any, side_results: list, dtype: type, method: str, wanted: Any
+    population: PopulationLike, side_results: list, dtype: type, method: str, wanted: Any
 ) -> Strata:
     """Fast path when predictions come from a threshold and strata are score intervals.
 
@@ -561,7 +562,7 @@ def _by_score_edges(
 _FAST_KERNELS = (equal_size, equal_width)
 
 
-def _fast_score_strata(population: Any, method: str, wanted: tuple) -> Strata | None:
+def _fast_score_strata(population: PopulationLike, method: str, wanted: tuple) -> Strata | None:
     """``equal_size`` / ``equal_width`` strata of the score in O(N)
     (:func:`bayes_eval._score_histogram.histogram_strata`), or None for the general path."""
 

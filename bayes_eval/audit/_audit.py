@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._draws import DEFAULT_DRAWS, audit_generator
 from .._loop import allocate, design_state
@@ -44,12 +45,12 @@ from .._procedure import Procedure
 from .._protocols import PopulationLike, StrataLike, score_mean
 from .._sampler import make_sampler
 from .._validation import RNGLike, as_generator, check_bool, check_option, check_positive_int
-from ..designs import DesignState
+from ..designs import Design, DesignState
 from ..labels import canonical_ids, new_labels
 from ..ledger import manifest_digest, now, read_manifest
 from ..metrics import METRICS
 from ..models import DEFAULT_MODEL, MODELS, check_model_prior, design_prior, prior_label
-from ..priors import Prior, resolve_prior
+from ..priors import BetaSpec, Prior, resolve_prior
 from ._directory import AuditDirectory, label_lines, proposal_line, replay
 from ._manifest import audit_seed, build_manifest, check_design, open_arguments
 from ._memo import PriorMemo
@@ -144,8 +145,8 @@ class Audit:
         *,
         strata: StrataLike,
         metric: str = "f1",
-        design: Any = "posterior_variance",
-        prior: Any = "jeffreys",
+        design: str | Design = "posterior_variance",
+        prior: BetaSpec = "jeffreys",
         rng: RNGLike = None,
         path: str | Path | None = None,
         model: str = DEFAULT_MODEL,
@@ -344,7 +345,7 @@ class Audit:
         population: PopulationLike,
         *,
         strata: StrataLike | None = None,
-        design: Any = None,
+        design: Design | None = None,
         read_only: bool = False,
     ) -> Audit:
         """Resume the audit stored in ``path`` on ``population``.
@@ -528,7 +529,9 @@ class Audit:
         self._save_memo()
         return self._as_id_array(keys)
 
-    def record(self, ids: Any, labels: Any, *, annotators: Any = None) -> int:
+    def record(
+        self, ids: ArrayLike, labels: ArrayLike, *, annotators: Sequence[str] | None = None
+    ) -> int:
         """Record human labels of proposed items.
 
         Everything is validated before anything is written: ids must have been proposed (an
@@ -629,7 +632,7 @@ class Audit:
 
     def run(
         self,
-        oracle: Callable[[np.ndarray], Any],
+        oracle: Callable[[np.ndarray], ArrayLike],
         *,
         budget: int,
         batch_size: int | None = None,

@@ -24,7 +24,7 @@ import numpy as np
 
 from .._protocols import PopulationLike, StrataLike
 from .._validation import RNGLike, as_generator, check_option
-from ..designs import DESIGNS, make_design
+from ..designs import DESIGNS, Design, make_design
 from ..ledger import LedgerError, now
 from ..priors import NAMED_PRIORS
 
@@ -57,12 +57,12 @@ IDENTITY_KEYS = (
 class CheckedDesign:
     """The design of an audit: the design object, its name and the options it was made with."""
 
-    design: Any
+    design: Design
     name: str
     options: dict[str, Any]
 
 
-def check_design(design: Any, design_options: dict[str, Any] | None) -> CheckedDesign:
+def check_design(design: Design | str, design_options: dict[str, Any] | None) -> CheckedDesign:
     """A design given by a registered name (with keyword ``design_options``) or as an object."""
     if design_options is not None and not isinstance(design_options, dict):
         raise TypeError(f"design_options={design_options!r} must be a dict or None")
@@ -231,7 +231,7 @@ def open_arguments(
     path: Any,
     population: PopulationLike,
     strata: StrataLike | None,
-    design: Any,
+    design: Design | None,
 ) -> dict[str, Any]:
     """Keyword arguments of :class:`~bayes_eval.audit.Audit` that reopen the stored audit."""
     check_population(manifest, population, path)

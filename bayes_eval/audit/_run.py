@@ -23,10 +23,12 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from .._draws import audit_generator
 from .._loop import scheduled_batch
 from .._validation import check_level, check_positive_int
+from ..certification import Certification
 from ..models import prior_label
 from ..posterior import MetricPosterior, estimate_from_stratum_counts
 from ..priors import Prior
@@ -61,7 +63,7 @@ class AuditResult:
     n_labels: int
     posterior: MetricPosterior
     trajectory: xr.Dataset
-    certification: Any
+    certification: Certification | None
     stopped_by: str
     metric: str
     design: str
@@ -103,7 +105,7 @@ def look_posterior(audit: Any) -> MetricPosterior:
 
 def run_audit(
     audit: Any,
-    oracle: Callable[[np.ndarray], Any],
+    oracle: Callable[[np.ndarray], ArrayLike],
     *,
     budget: int,
     batch_size: int | None = None,

@@ -362,7 +362,7 @@ def write_profile(directory: str | Path, profile: Any) -> None:
     write_json_atomic(directory / _PROFILE, meta)
 
 
-def read_profile(directory: str | Path, strata: Any) -> Any:
+def read_profile(directory: str | Path, strata: StrataLike) -> Any:
     """The :class:`~bayes_eval.models._profile.ScoreProfile` stored in the store directory
     ``directory`` for ``strata``, or None (absent, incomplete, another recipe, other strata)."""
     directory = Path(directory)
@@ -405,7 +405,7 @@ def read_profile(directory: str | Path, strata: Any) -> Any:
     return ScoreProfile(x, weight, sizes, predicted, meta["kind"], float(meta["center"]))
 
 
-def attach_profile(strata: Any, profile: Any) -> None:
+def attach_profile(strata: StrataLike, profile: Any) -> None:
     """Make ``profile`` the pooled model's score profile of ``strata``: sets
     ``strata.score_profile``, which :func:`bayes_eval.models._profile.score_profile_of` (what
     the pooled model and its design prior call) returns, so neither scans the population."""

@@ -18,19 +18,25 @@ from __future__ import annotations
 import hashlib
 import json
 import numbers
-from typing import Any
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 from .._stratifiers import STRATIFIERS
-from .._validation import as_generator, check_option, check_positive_int
+from .._validation import RNGLike, as_generator, check_option, check_positive_int
 from ..strata import _as_n_strata
 from ._dataset import PieceSet, Scan
 from ._pieces import ROWS_PER_PIECE, Columns, common_root, list_files, open_pieces
 from ._profile import margin_standardisation
 from ._stratify import stratify_pieces
 from .strata import DaskStrata
+
+if TYPE_CHECKING:
+    from distributed import Client
 
 __all__ = ["DaskPopulation"]
 
@@ -109,13 +115,13 @@ class DaskPopulation:
     @classmethod
     def from_parquet(
         cls,
-        path: Any,
+        path: str | Path | Sequence[str | Path],
         *,
         score_col: str,
         id_col: str | None = None,
         prediction_col: str | None = None,
         threshold: float | None = None,
-        client: Any = None,
+        client: Client | None = None,
         rows_per_piece: int = ROWS_PER_PIECE,
         storage_options: dict | None = None,
     ) -> DaskPopulation:
@@ -215,33 +221,33 @@ class DaskPopulation:
         """Whether the ids are the global positions (no id column)."""
         return self._data.cols.id is None
 
-    def ids_at(self, positions: Any) -> np.ndarray:
+    def ids_at(self, positions: ArrayLike) -> np.ndarray:
         """Ids of the items at global ``positions`` (reads only the pieces holding them)."""
         if self._data.cols.id is None:
             return np.asarray(positions, dtype=np.int64).copy()
         out = self._data.rows_at(positions)["id"].to_numpy()
         return out.astype(np.int64) if self._data.id_dtype() is np.int64 else out.astype(object)
 
-    def scores_at(self, positions: Any) -> np.ndarray:
+    def scores_at(self, positions: ArrayLike) -> np.ndarray:
         """Scores of the items at global ``positions``."""
         return self._data.rows_at(positions)["score"].to_numpy(dtype=np.float64)
 
-    def predictions_at(self, positions: Any) -> np.ndarray:
+    def predictions_at(self, positions: ArrayLike) -> np.ndarray:
         """Predicted labels of the items at global ``positions``."""
         return self._data.rows_at(positions)["prediction"].to_numpy(dtype=bool)
 
-    def lookup(self, ids: Any, *, name: str = "ids") -> pd.DataFrame:
+    def lookup(self, ids: ArrayLike, *, name: str = "ids") -> pd.DataFrame:
         """One pass: DataFrame(id, position, score, prediction) of ``ids``, in the given order.
 
         Raises ``ValueError`` naming the first unknown id.
         """
         return self._data.lookup(ids, name=name)
 
-    def positions_of(self, ids: Any, *, name: str = "ids") -> np.ndarray:
+    def positions_of(self, ids: ArrayLike, *, name: str = "ids") -> np.ndarray:
         """Global positions of ``ids`` (one pass; unknown ids raise ``ValueError``)."""
         return self.lookup(ids, name=name)["position"].to_numpy(dtype=np.int64)
 
-    def scores_of(self, ids: Any) -> np.ndarray:
+    def scores_of(self, ids: ArrayLike) -> np.ndarray:
         """Scores of the items with ``ids`` (one pass)."""
         return self.lookup(ids)["score"].to_numpy(dtype=np.float64)
 
@@ -289,10 +295,10 @@ class DaskPopulation:
         self,
         *,
         method: str = "equal_size",
-        n_strata: Any = 10,
+        n_strata: int | str | tuple[int | str, int | str] = 10,
         variable: str = "score",
         score_kind: str = "auto",
-        rng: Any = None,
+        rng: RNGLike = None,
     ) -> DaskStrata:
         """Stratify out of core; same arguments and same result as :func:`bayes_eval.stratify`
         (which calls this method). See :func:`bayes_eval.dask._stratify.stratify_pieces` for the

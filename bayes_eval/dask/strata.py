@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from .._protocols import PopulationLike, strata_repr
 from .._sampler import _check_seed, item_keys
@@ -116,7 +117,7 @@ class DaskStrata:
         """Stratum of the items at global ``positions`` (reads the pieces holding them)."""
         return self._assign_rows(self.pieces.rows_at(positions))
 
-    def strata_of_ids(self, ids: Any) -> np.ndarray:
+    def strata_of_ids(self, ids: ArrayLike) -> np.ndarray:
         """Stratum of the items with ``ids`` (one pass)."""
         return self._assign_rows(self.pieces.lookup(ids))
 

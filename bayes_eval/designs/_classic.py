@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._validation import check_positive_int
 from ._base import (
@@ -77,7 +78,9 @@ class OnlineOptimal(_ManyDesign):
         m = np.where(n > 0, 1.0 / np.sqrt(np.maximum(n, 1.0)), 2.0)
         return (np.asarray(h, dtype=np.float64) + 0.5 * m) / (n + m)
 
-    def allocate_many(self, state, batch_size, rng):
+    def allocate_many(
+        self, state: DesignState, batch_size: int, rng: np.random.Generator
+    ) -> np.ndarray:
         n, h, avail, _ = _as_many(state)
         p = self.smoothed_rates(n, h)
         sigma = np.sqrt(p * (1.0 - p))
@@ -168,7 +171,9 @@ class OptA1(_KumarRaj):
     def __init__(self, n_ini: int = 10) -> None:
         super().__init__(n_ini)
 
-    def allocate_many(self, state, batch_size, rng):
+    def allocate_many(
+        self, state: DesignState, batch_size: int, rng: np.random.Generator
+    ) -> np.ndarray:
         n, h, avail, _ = _as_many(state)
         memory = {} if state.memory is None else state.memory
         frozen = memory.get(_FROZEN)
@@ -227,7 +232,9 @@ class OptA2(_KumarRaj):
     def options(self) -> dict[str, Any]:
         return {"n_ini": self.n_ini, "n_step": self.n_step}
 
-    def allocate_many(self, state, batch_size, rng):
+    def allocate_many(
+        self, state: DesignState, batch_size: int, rng: np.random.Generator
+    ) -> np.ndarray:
         n, h, avail, _ = _as_many(state)
         counts, left, deficit = self._initial(state, n, avail, batch_size)
         w = np.asarray(state.sizes) * _kr_sd(n, h)
@@ -257,7 +264,7 @@ class NeymanOracle(_ManyDesign):
 
     name = "neyman_oracle"
 
-    def __init__(self, rates: Any = None) -> None:
+    def __init__(self, rates: ArrayLike | None = None) -> None:
         if rates is None:
             raise ValueError("design 'neyman_oracle' needs rates= (the true rate of each stratum)")
         arr = np.asarray(rates, dtype=np.float64)
@@ -278,7 +285,9 @@ class NeymanOracle(_ManyDesign):
         g = metric_gradient(state.metric, sizes, state.predicted, sizes * self.rates)
         return np.abs(g) * sizes * stratum_sd(self.rates, sizes)
 
-    def allocate_many(self, state, batch_size, rng):
+    def allocate_many(
+        self, state: DesignState, batch_size: int, rng: np.random.Generator
+    ) -> np.ndarray:
         n, _, avail, _ = _as_many(state)
         w = self.weights(state)
         if w.sum() <= 0:

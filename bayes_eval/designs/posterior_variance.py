@@ -12,18 +12,19 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
-from ._base import _as_many, _lr_many, _ManyDesign, metric_gradient
+from ._base import DesignState, _as_many, _lr_many, _ManyDesign, metric_gradient
 
 
 def preposterior_variance(
-    a: Any,
-    b: Any,
-    remaining: Any,
-    m: Any,
+    a: ArrayLike,
+    b: ArrayLike,
+    remaining: ArrayLike,
+    m: ArrayLike,
     *,
     finite_population: bool = True,
-    size: Any = None,
+    size: ArrayLike | None = None,
 ) -> np.ndarray:
     r"""Expected posterior variance of a stratum's positives after ``m`` more labels.
 
@@ -199,7 +200,9 @@ class PosteriorVariance(_ManyDesign):
     def options(self) -> dict[str, Any]:
         return {"defensive": self.defensive}
 
-    def allocate_many(self, state, batch_size, rng):
+    def allocate_many(
+        self, state: DesignState, batch_size: int, rng: np.random.Generator
+    ) -> np.ndarray:
         n, h, avail, _ = _as_many(state)
         sizes = np.asarray(state.sizes, dtype=np.float64)
         a = np.asarray(state.prior_a, dtype=np.float64) + h

@@ -16,9 +16,16 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterator, MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
+
+if TYPE_CHECKING:
+    from .._protocols import StrataLike
+    from ._look import LookRefit
+    from ._profile import ScoreProfile
+    from .pooled import PooledFit
 
 __all__ = [
     "ALLOCATION_PSEUDO_LABELS",
@@ -97,7 +104,7 @@ def check_model_prior(
         )
 
 
-def prior_label(model: str, prior: Any) -> str:
+def prior_label(model: str, prior: object) -> str:
     """What to call the prior of ``model`` in a header: the pooled model's own hyperpriors (it
     has no Beta prior; :func:`check_model_prior`), else the Beta prior ``prior`` as given."""
     return "pooled hyperpriors" if model == "pooled" else str(prior)
@@ -111,7 +118,7 @@ ALLOCATION_PSEUDO_LABELS = 2.0
 
 def design_prior(
     model: str,
-    strata: Any,
+    strata: StrataLike,
     n: np.ndarray,
     h: np.ndarray,
     prior_a: np.ndarray,
@@ -145,7 +152,7 @@ def design_prior(
     return np.asarray(prior_a, dtype=np.float64), np.asarray(prior_b, dtype=np.float64)
 
 
-def allocation_rate(fit: Any, profile: Any) -> np.ndarray:
+def allocation_rate(fit: PooledFit | LookRefit, profile: ScoreProfile) -> np.ndarray:
     r"""The pooled model's allocation rate of every stratum, ``(..., K)``: its rate on the
     calibration curve at the hyper-mode, :math:`\operatorname{expit}\bar\eta_k(\hat\phi)` (the
     mean of the curve over the stratum's own items, without its cell's deviation).
@@ -172,7 +179,7 @@ def allocation_rate(fit: Any, profile: Any) -> np.ndarray:
     return np.clip(mu, 1e-12, 1.0 - 1e-12)
 
 
-def allocation_prior(rate: Any, n: Any, h: Any) -> tuple[np.ndarray, np.ndarray]:
+def allocation_prior(rate: ArrayLike, n: ArrayLike, h: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """Pseudo-counts ``(a, b)`` with ``Beta(a + h, b + n - h) = Beta(rate m, (1 - rate) m)``,
     ``m = n +`` :data:`ALLOCATION_PSEUDO_LABELS` (may be negative; the Beta is proper), each
     ``(..., K)``: the design's input for allocation rates ``rate`` at counts ``n, h``."""
@@ -183,7 +190,7 @@ def allocation_prior(rate: Any, n: Any, h: Any) -> tuple[np.ndarray, np.ndarray]
     return rate * m - h, (1.0 - rate) * m - (n - h)
 
 
-def marginal_prior(fit: Any) -> tuple[np.ndarray, np.ndarray]:
+def marginal_prior(fit: PooledFit) -> tuple[np.ndarray, np.ndarray]:
     """Per-stratum Beta priors whose conjugate update by the fit's counts is the pooled model's
     moment-matched marginal posterior (:func:`bayes_eval.models.pooled.beta_approximation`
     minus the counts, floored at 1e-3), each ``(..., K)``: the look model of the simulated

@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from .._protocols import StrataLike
+
 __all__ = [
     "SCORE_KINDS",
     "CovariateGrid",
@@ -301,7 +303,7 @@ def max_cells_for(n_strata: int) -> int:
     return int(np.clip(CELL_BUDGET // max(int(n_strata), 1), 4, 16))
 
 
-def profile_of_strata(strata: Any, *, bins: int = 256, kind: str = "auto") -> ScoreProfile:
+def profile_of_strata(strata: StrataLike, *, bins: int = 256, kind: str = "auto") -> ScoreProfile:
     """:func:`score_profile` of a stratification: its population's scores and its assignment.
 
     ``max_cells = clip(CELL_BUDGET // K, 4, 16)``: fine strata are narrow in score, so a few
@@ -334,7 +336,7 @@ _PROFILES: OrderedDict[int, tuple[Any, Any]] = OrderedDict()
 _PROFILES_KEPT = 8
 
 
-def score_profile_of(strata: Any) -> Any:
+def score_profile_of(strata: StrataLike) -> Any:
     """The pooled model's :class:`~bayes_eval.models._profile.ScoreProfile` of ``strata``,
     computed once per strata object (one O(N) pass) and then reused."""
     stored = getattr(strata, "score_profile", None)

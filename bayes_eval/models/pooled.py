@@ -120,7 +120,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._validation import as_generator
+from .._protocols import StrataLike
+from .._validation import RNGLike, as_generator
 from . import _linear_form
 from ._cells import CellLayout
 from ._hyperposterior import hyper_stage, log_post
@@ -424,7 +425,7 @@ def _check_fit(fit: Any) -> PooledFit:
     return fit
 
 
-def draw_theta(fit: PooledFit, draws: int, rng: Any = None) -> np.ndarray:
+def draw_theta(fit: PooledFit, draws: int, rng: RNGLike = None) -> np.ndarray:
     """Joint posterior draws of every stratum's remainder rate, ``(..., draws, K)``.
 
     Each draw picks a hyper-node s with probability equal to its weight, a quadrature node q of
@@ -525,13 +526,13 @@ def linear_form_nodes(
 # ----------------------------------------------------------------------------- registry entry
 def pooled_model(
     *,
-    strata: Any,
+    strata: StrataLike,
     n: np.ndarray,
     h: np.ndarray,
     prior_a: Any = None,
     prior_b: Any = None,
     draws: int,
-    rng: Any = None,
+    rng: RNGLike = None,
     hyperpriors: Hyperpriors | None = None,
     profile: ScoreProfile | None = None,
     warn: bool = True,

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from .._draws import DrawSummaries, eti
 from .._validation import _short, check_level, check_nonnegative_int, check_option
@@ -52,7 +53,9 @@ class RecallAboveOneWarning(UserWarning):
 
 
 # ---------------------------------------------------------------------------------------- kernels
-def eq1_recall(p_joint: Any, p_other: Any, size_joint: Any, size_other: Any) -> np.ndarray:
+def eq1_recall(
+    p_joint: ArrayLike, p_other: ArrayLike, size_joint: ArrayLike, size_other: ArrayLike
+) -> np.ndarray:
     """Eq. (1): recall of one classifier from the joint and the *other* classifier's precision.
 
     .. math:: r_1 = p_{12} |A_{12}| / (p_2 |A_2|)
@@ -64,7 +67,12 @@ def eq1_recall(p_joint: Any, p_other: Any, size_joint: Any, size_other: Any) -> 
 
 
 def eq2_joint_precision(
-    p_1: Any, p_2: Any, size_1: Any, size_2: Any, size_12: Any, universe: Any
+    p_1: ArrayLike,
+    p_2: ArrayLike,
+    size_1: ArrayLike,
+    size_2: ArrayLike,
+    size_12: ArrayLike,
+    universe: ArrayLike,
 ) -> np.ndarray:
     """Joint precision implied by Assumptions 2 and 3 (the bracket of Eq. 2).
 
@@ -76,9 +84,9 @@ def eq2_joint_precision(
 
 
 def pair_quantities(
-    p_1: Any,
-    p_2: Any,
-    p_12: Any,
+    p_1: ArrayLike,
+    p_2: ArrayLike,
+    p_12: ArrayLike,
     size_1: int,
     size_2: int,
     size_12: int,

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 from scipy import sparse
 
 from .._validation import check_nonnegative_int, check_option, check_positive_int
@@ -95,7 +96,11 @@ def _any_of(binary: sparse.csr_array, cols: np.ndarray) -> np.ndarray:
     return np.asarray(binary[:, cols].sum(axis=1)).ravel() > 0
 
 
-def keyword_flags(matrix: Any, vocabulary: Any, terms: Sequence[str]) -> np.ndarray:
+def keyword_flags(
+    matrix: ArrayLike | sparse.sparray | sparse.spmatrix,
+    vocabulary: Sequence[str] | Mapping[str, int],
+    terms: Sequence[str],
+) -> np.ndarray:
     """Keyword-filter classifier: a document is flagged if it contains any of ``terms``.
 
     Parameters
@@ -124,8 +129,8 @@ def keyword_flags(matrix: Any, vocabulary: Any, terms: Sequence[str]) -> np.ndar
 
 
 def neighbour_terms(
-    matrix: Any,
-    vocabulary: Any,
+    matrix: ArrayLike | sparse.sparray | sparse.spmatrix,
+    vocabulary: Sequence[str] | Mapping[str, int],
     seeds: Sequence[str],
     *,
     k: int = 20,
@@ -242,8 +247,8 @@ class KeywordPair:
 
 
 def keyword_pair(
-    matrix: Any,
-    vocabulary: Any,
+    matrix: ArrayLike | sparse.sparray | sparse.spmatrix,
+    vocabulary: Sequence[str] | Mapping[str, int],
     seeds: Sequence[str],
     *,
     k: int = 20,

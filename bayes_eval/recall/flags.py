@@ -15,12 +15,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from .._draws import DEFAULT_DRAWS
 from .._sampling import draw_beta, draw_remainder
 from .._validation import RNGLike, as_generator, check_bool, check_positive_int
 from ..labels import as_label_values
-from ..priors import resolve_prior
+from ..priors import BetaSpec, resolve_prior
 from ._capture import cell_resolution
 from ._common import (
     PairRecall,
@@ -159,19 +160,19 @@ def _cell_positives(sizes, n, h, a, b, draws, gen, finite_population):
 
 
 def pair_recall_from_flags(
-    flags_1: Any,
-    flags_2: Any,
-    labelled: Any,
-    labels: Any,
+    flags_1: ArrayLike,
+    flags_2: ArrayLike,
+    labelled: ArrayLike,
+    labels: ArrayLike,
     *,
-    ids: Any = None,
-    selection: Any = None,
-    prior: Any = "jeffreys",
+    ids: ArrayLike | None = None,
+    selection: ArrayLike | None = None,
+    prior: BetaSpec = "jeffreys",
     finite_population: bool = True,
     draws: int = DEFAULT_DRAWS,
     rng: RNGLike = None,
     delta_1: float | tuple[float, float] = 1.0,
-    capture_prior: Any = "jeffreys",
+    capture_prior: str | float = "jeffreys",
 ) -> PairRecall:
     """Pair recall from both classifiers' flags over the universe and labelled items.
 

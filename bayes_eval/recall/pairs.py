@@ -12,15 +12,13 @@ recall :math:`|T \\cap A_1| / |T|` carries both the labelling and the capture no
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import xarray as xr
 
 from .._draws import DEFAULT_DRAWS
 from .._sampling import draw_beta, draw_remainder
 from .._validation import RNGLike, as_generator, check_bool, check_option, check_positive_int
-from ..priors import resolve_prior
+from ..priors import BetaSpec, resolve_prior
 from ._capture import cell_resolution, project_cells
 from ._common import (
     PairRecall,
@@ -220,7 +218,7 @@ def pair_recall(
     labels_2: tuple[int, int] | None = None,
     labels_12: tuple[int, int] | None = None,
     universe: int | None = None,
-    prior: Any = "jeffreys",
+    prior: BetaSpec = "jeffreys",
     draws: int = DEFAULT_DRAWS,
     rng: RNGLike = None,
     *,
@@ -229,7 +227,7 @@ def pair_recall(
     precision_12: float | None = None,
     finite_population: bool = True,
     delta_1: float | tuple[float, float] = 1.0,
-    capture_prior: Any = "jeffreys",
+    capture_prior: str | float = "jeffreys",
 ) -> PairRecall:
     """Posterior of both classifiers' realised recall from set sizes and precision labels.
 
@@ -438,7 +436,7 @@ def recall_from_total(
     precision: float | None = None,
     total: PairRecall,
     total_quantity: str = "total_positives",
-    prior: Any = "jeffreys",
+    prior: BetaSpec = "jeffreys",
     finite_population: bool = True,
     rng: RNGLike = None,
 ) -> RecallFromTotal:

@@ -12,11 +12,11 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pandas as pd
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from .._draws import DEFAULT_DRAWS, eti
 from .._validation import (
@@ -27,7 +27,7 @@ from .._validation import (
     check_option,
     check_positive_int,
 )
-from ..priors import resolve_prior
+from ..priors import BetaSpec, resolve_prior
 from ._common import PairRecall, _now, _posterior_dataset
 from .flags import _as_flag_matrix, _cell_positives, _labelled_cells
 
@@ -123,14 +123,14 @@ def _disagreement_tables(
 
 
 def pairwise_totals(
-    flags: Any,
-    labelled: Any,
-    labels: Any,
+    flags: ArrayLike | Sequence[ArrayLike],
+    labelled: ArrayLike,
+    labels: ArrayLike,
     *,
     names: Sequence[str] | None = None,
-    ids: Any = None,
+    ids: ArrayLike | None = None,
     prob: float = 0.95,
-    prior: Any = "jeffreys",
+    prior: BetaSpec = "jeffreys",
     finite_population: bool = True,
     draws: int = DEFAULT_DRAWS,
     rng: RNGLike = None,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import numbers
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -33,6 +33,12 @@ from ._disclosure import (
     has_correction,
     is_posterior,
 )
+
+if TYPE_CHECKING:
+    from ..audit import Audit, AuditResult
+    from ..certification import Certification
+    from ..posterior import MetricPosterior
+    from ..sequential import SequentialCalibration
 
 __all__ = ["Report", "build_report"]
 
@@ -157,11 +163,11 @@ def _calibration_of(
 
 
 def build_report(
-    audit_or_posterior: Any,
+    audit_or_posterior: MetricPosterior | Audit | AuditResult,
     *,
-    certification: Any = None,
+    certification: Certification | None = None,
     trajectory: xr.Dataset | None = None,
-    calibration: Any = None,
+    calibration: SequentialCalibration | xr.Dataset | None = None,
     title: str = "bayes_eval audit report",
     metric: str | None = None,
     target: float | None = None,

@@ -12,7 +12,7 @@ import datetime as _dt
 import html
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -20,6 +20,12 @@ import xarray as xr
 
 from ..ledger import write_bytes_atomic
 from ._build import Report, build_report
+
+if TYPE_CHECKING:
+    from ..audit import Audit, AuditResult
+    from ..certification import Certification
+    from ..posterior import MetricPosterior
+    from ..sequential import SequentialCalibration
 
 __all__ = ["render_html", "render_markdown", "write_report"]
 
@@ -162,12 +168,12 @@ def render_markdown(report: Report, figure_names: Mapping[str, str]) -> str:
 
 
 def write_report(
-    audit_or_posterior: Any,
+    audit_or_posterior: MetricPosterior | Audit | AuditResult,
     path: str | Path,
     *,
-    certification: Any = None,
+    certification: Certification | None = None,
     trajectory: xr.Dataset | None = None,
-    calibration: Any = None,
+    calibration: SequentialCalibration | xr.Dataset | None = None,
     title: str = "bayes_eval audit report",
     metric: str | None = None,
     target: float | None = None,

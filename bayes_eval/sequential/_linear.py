@@ -4,13 +4,17 @@ probability, and the least-favourable truth (see :mod:`bayes_eval.sequential`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import optimize, special
 
 from .._cumulants import form_cumulants, prob_at_least, stratum_cumulants
 from ..metrics import METRICS, metric_of_positives
+
+if TYPE_CHECKING:
+    from ..posterior import MetricPosterior
 
 __all__ = [
     "SUPPORTED_METRICS",
@@ -107,7 +111,7 @@ def beta_form_cumulants(
     return form_cumulants(cum, w)
 
 
-def approx_prob_at_least(post: Any, metric: str, target: float) -> float:
+def approx_prob_at_least(post: MetricPosterior, metric: str, target: float) -> float:
     """The fast approximation of ``post.prob_at_least(metric, target)`` used by the calibration.
 
     Reads the counts, sizes and prior of a :class:`~bayes_eval.MetricPosterior` built by the
@@ -133,9 +137,9 @@ def approx_prob_at_least(post: Any, metric: str, target: float) -> float:
 
 
 def least_favourable_truth(
-    sizes: Any,
-    predicted: Any,
-    rates: Any,
+    sizes: ArrayLike,
+    predicted: ArrayLike,
+    rates: ArrayLike,
     *,
     metric: str = "f1",
     value: float = 0.8,

@@ -55,6 +55,7 @@ import numpy as np
 
 from .._cumulants import prob_at_least
 from .._loop import BatchPlan, LockStep, LockStepAllocator, design_state
+from .._protocols import StrataLike
 from .._validation import RNGLike, as_generator, check_positive_int
 from ..designs import make_design
 from ..models import allocation_prior, allocation_rate, design_prior
@@ -174,7 +175,7 @@ class PathSetup:
     prior: Prior
     finite_population: bool = True
     model: str = "independent"
-    strata: Any = None
+    strata: StrataLike | None = None
     score_mean: np.ndarray | None = None
     draws: int | None = None
 
@@ -239,7 +240,7 @@ class _Refit:
 
 def _effective_prior(
     model: str,
-    strata: Any,
+    strata: StrataLike | None,
     n: np.ndarray,
     h: np.ndarray,
     a: np.ndarray,
@@ -328,7 +329,7 @@ def simulate_paths(
     n_sims: int,
     rng: RNGLike,
     model: str = "independent",
-    strata: Any = None,
+    strata: StrataLike | None = None,
     score_mean: np.ndarray | None = None,
     progress: Callable[[int, int], None] | None = None,
     draws: int | None = None,

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from .._validation import (
     RNGLike,
@@ -17,7 +18,7 @@ from .._validation import (
     check_option,
     check_positive_int,
 )
-from ..priors import resolve_prior
+from ..priors import BetaSpec, resolve_prior
 from ._linear import least_favourable_truth, linear_form, prob_linear_ge
 from .calibration import (
     _as_schedule,
@@ -33,14 +34,14 @@ __all__ = ["betting_lower", "compare_anytime"]
 
 # -------------------------------------------------------------------- anytime-valid comparison
 def compare_anytime(
-    sizes: Any,
-    predicted: Any,
+    sizes: ArrayLike,
+    predicted: ArrayLike,
     *,
     metric: str = "accuracy",
     target: float = 0.8,
     delta: float = 0.05,
-    rates: Any = None,
-    prior: Any = "jeffreys",
+    rates: ArrayLike | None = None,
+    prior: BetaSpec = "jeffreys",
     batch_size: int = 20,
     budget: int = 2000,
     level: float = 0.95,

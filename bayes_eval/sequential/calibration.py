@@ -13,7 +13,9 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
+from .._protocols import StrataLike
 from .._validation import (
     RNGLike,
     as_generator,
@@ -23,8 +25,9 @@ from .._validation import (
     check_option,
     check_positive_int,
 )
+from ..designs import Design
 from ..metrics import metric_of_positives
-from ..priors import Prior
+from ..priors import Prior, PriorSpec
 from ._linear import SUPPORTED_METRICS, least_favourable_truth
 from ._paths import PathSetup, check_calibration_args, named_design, strict_plan
 
@@ -55,7 +58,9 @@ DEFAULT_NOMINAL = np.unique(
 
 
 # ------------------------------------------------------------------------------ the simulator
-def _as_schedule(batch_size: Any, budget: Any, looks: Any, total: int) -> np.ndarray:
+def _as_schedule(
+    batch_size: int, budget: int, looks: str | ArrayLike | None, total: int
+) -> np.ndarray:
     """Label counts at the looks of an audit without a design schedule (one batch engine)."""
     return strict_plan(None, batch_size, budget, looks, total, 1).looks
 
@@ -324,27 +329,27 @@ def _planning(strata: Any, sizes: Any, predicted: Any) -> tuple[np.ndarray, np.n
 
 
 def calibrate_sequential(
-    strata: Any = None,
+    strata: StrataLike | None = None,
     *,
-    sizes: Any = None,
-    predicted: Any = None,
+    sizes: ArrayLike | None = None,
+    predicted: ArrayLike | None = None,
     metric: str = "f1",
     target: float = 0.8,
-    design: Any = "random",
+    design: str | Design = "random",
     design_options: dict[str, Any] | None = None,
     batch_size: int = 20,
     budget: int = 2000,
-    looks: Any = None,
-    prior: Any = "jeffreys",
-    rates: Any = None,
-    pilot: Any = None,
+    looks: ArrayLike | None = None,
+    prior: PriorSpec = "jeffreys",
+    rates: str | ArrayLike | None = None,
+    pilot: tuple[ArrayLike, ArrayLike] | None = None,
     truth_metric: float | None = None,
-    positives: Any = None,
+    positives: ArrayLike | None = None,
     rates_label: str | None = None,
     finite_population: bool = True,
     n_sims: int = 10_000,
     max_mcse: float = 0.005,
-    nominal: Any = None,
+    nominal: ArrayLike | None = None,
     rng: RNGLike = None,
     model: str = "independent",
     progress: Callable[[int, int], None] | None = None,

@@ -30,8 +30,10 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from .._procedure import Procedure
+from .._protocols import StrataLike
 from .._validation import RNGLike, as_generator, check_level, check_max_mcse, check_positive_int
 from .boundary import DEFAULT_SHAPES, DEFAULT_Z
 from .calibration import DEFAULT_NOMINAL, calibration_key, geometric_looks, required_sims
@@ -162,7 +164,7 @@ class Correction:
             return None
         return max(self.truths, key=lambda t: t.rate)
 
-    def level_at(self, n_labels: Any) -> Any:
+    def level_at(self, n_labels: ArrayLike) -> Any:
         """Nominal level at a look after ``n_labels`` labels (scalar or array): the level of the
         last simulated look at or before it (the first look's, the strictest, before any)."""
         if self.boundary.size == 0:
@@ -171,7 +173,7 @@ class Correction:
         out = self.boundary[np.maximum(j - 1, 0)]
         return float(out) if np.ndim(out) == 0 else out
 
-    def accepts(self, prob: Any, n_labels: Any) -> Any:
+    def accepts(self, prob: ArrayLike, n_labels: ArrayLike) -> Any:
         """Whether ``P(metric >= target) = prob`` accepts at a look after ``n_labels`` labels
         (scalars or arrays): ``prob >= level_at(n_labels)``, and never when no nominal level
         holds alpha at every truth (``attainable`` false), not even at ``prob = 1``."""
@@ -306,7 +308,7 @@ def clear_cache() -> None:
     _CACHE.clear()
 
 
-def planning_rates(strata: Any, prior_a: Any, prior_b: Any) -> tuple[np.ndarray, str]:
+def planning_rates(strata: StrataLike, prior_a: Any, prior_b: Any) -> tuple[np.ndarray, str]:
     """Plausible stratum rates chosen without the audit's labels: the stratum score midpoints
     when scores lie in [0, 1] (read as probabilities), else the prior means. (The calibration
     shifts them until the metric equals the target; only their shape matters.)"""
@@ -440,8 +442,8 @@ def correction_for(
     level: float = 0.95,
     n_sims: int = 2000,
     max_mcse: float = 0.005,
-    looks: Any = None,
-    rates: Any = "auto",
+    looks: str | ArrayLike | None = None,
+    rates: str | ArrayLike = "auto",
     rng: RNGLike = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> Correction:

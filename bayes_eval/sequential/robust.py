@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
-from .._protocols import score_mean
+from .._protocols import StrataLike, score_mean
 from .._validation import (
     RNGLike,
     as_generator,
@@ -41,9 +42,10 @@ from .._validation import (
     check_option,
     check_positive_int,
 )
+from ..designs import Design
 from ..metrics import metric_of_positives
 from ..models import DEFAULT_MODEL, prior_label
-from ..priors import Prior
+from ..priors import Prior, PriorSpec
 from ._linear import SUPPORTED_METRICS, least_favourable_truth
 from ._paths import PathSetup, check_calibration_args, look_model_of, named_design, strict_plan
 from .boundary import (
@@ -172,7 +174,9 @@ class WorstCaseCalibration:
         )
 
 
-def _score_rates(strata: Any, rates: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _score_rates(
+    strata: StrataLike, rates: ArrayLike | None, a: np.ndarray, b: np.ndarray
+) -> np.ndarray:
     if rates is not None:
         return np.asarray(rates, dtype=np.float64)
     lo = np.asarray(getattr(strata, "score_min", np.full(a.shape, np.nan)), dtype=np.float64)
@@ -204,20 +208,20 @@ def check_count(value: Any, name: str) -> int:
 
 
 def calibrate_worst_case(
-    strata: Any,
+    strata: StrataLike,
     *,
     metric: str = "f1",
     target: float = 0.8,
     level: float = 0.95,
-    design: Any = "random",
+    design: str | Design = "random",
     design_options: dict[str, Any] | None = None,
     batch_size: int = 20,
     budget: int = 2000,
-    looks: Any = None,
-    prior: Any = "jeffreys",
+    looks: ArrayLike | None = None,
+    prior: PriorSpec = "jeffreys",
     model: str = DEFAULT_MODEL,
-    rates: Any = None,
-    pilot: Any = None,
+    rates: str | ArrayLike | None = None,
+    pilot: tuple[ArrayLike, ArrayLike] | None = None,
     finite_population: bool = True,
     n_sims: int = 2000,
     margin: float = DEFAULT_MARGIN,

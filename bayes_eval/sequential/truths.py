@@ -59,12 +59,14 @@ testing bias). Bennett & Carvalho, ``../shared/seeds/000_51972d8d13fae9c1.txt`` 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import special
 
+from .._protocols import StrataLike
 from .._validation import RNGLike, as_generator
 from ..datasets import _log_odds_transform
 from ..metrics import metric_of_positives
@@ -165,14 +167,14 @@ def _profile(name: str, x: np.ndarray, sizes: np.ndarray, pos: np.ndarray) -> np
 
 
 def truth_family(
-    sizes: Any,
-    predicted: Any,
+    sizes: ArrayLike,
+    predicted: ArrayLike,
     *,
     metric: str,
     target: float,
-    score_rates: Any,
-    posterior_draws: Any = None,
-    profiles: Any = None,
+    score_rates: ArrayLike,
+    posterior_draws: ArrayLike | None = None,
+    profiles: Sequence[str] | None = None,
 ) -> tuple[Truth, ...]:
     """The truths at the target (module docstring), duplicates removed.
 
@@ -239,7 +241,7 @@ def truth_family(
 
 def posterior_rate_draws(
     model: str,
-    strata: Any,
+    strata: StrataLike,
     n: np.ndarray,
     h: np.ndarray,
     prior_a: np.ndarray,

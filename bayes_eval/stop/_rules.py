@@ -48,12 +48,15 @@ from __future__ import annotations
 import numbers
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .._procedure import Look, Procedure
 from .._validation import check_level, check_positive_int
+
+if TYPE_CHECKING:
+    from ..posterior import MetricPosterior
 
 __all__ = [
     "AllOf",
@@ -86,7 +89,7 @@ class StopRule(ABC):
         """Called once before the first look."""
 
     @abstractmethod
-    def check(self, look: Look, posterior: Any) -> StopDecision:
+    def check(self, look: Look, posterior: MetricPosterior) -> StopDecision:
         """Decide after a look whether to stop."""
 
     def start_many(self, n_reps: int) -> dict[str, Any]:  # pragma: no cover - optional
@@ -177,7 +180,7 @@ class AnyOf(_Combined):
 
     _joiner = " | "
 
-    def check(self, look: Look, posterior: Any) -> StopDecision:
+    def check(self, look: Look, posterior: MetricPosterior) -> StopDecision:
         decisions = [r.check(look, posterior) for r in self.rules]
         hit = [d.reason for d in decisions if d.stop]
         return StopDecision(bool(hit), "; ".join(hit), {"rules": [d.state for d in decisions]})
@@ -196,7 +199,7 @@ class AllOf(_Combined):
 
     _joiner = " & "
 
-    def check(self, look: Look, posterior: Any) -> StopDecision:
+    def check(self, look: Look, posterior: MetricPosterior) -> StopDecision:
         decisions = [r.check(look, posterior) for r in self.rules]
         ok = all(d.stop for d in decisions)
         return StopDecision(
@@ -233,7 +236,7 @@ class Budget(StopRule):
     def __init__(self, n: int) -> None:
         self.n = check_positive_int(n, "n")
 
-    def check(self, look: Look, posterior: Any) -> StopDecision:
+    def check(self, look: Look, posterior: MetricPosterior) -> StopDecision:
         used = int(look.n_labels)
         stop = used >= self.n
         return StopDecision(
@@ -300,7 +303,7 @@ class HalfWidth(StopRule):
         lo, hi = np.quantile(draws, [(1 - self.level) / 2, (1 + self.level) / 2], axis=-1)
         return (hi - lo) / 2
 
-    def check(self, look: Look, posterior: Any) -> StopDecision:
+    def check(self, look: Look, posterior: MetricPosterior) -> StopDecision:
         w = float(self.half_width(posterior.draws(look.metric)))
         self._streak = self._streak + 1 if w <= self.delta else 0
         stop = self._streak >= self.rounds
@@ -347,7 +350,7 @@ class LowerBoundAbove(StopRule):
         self.target = _real(target, "target")
         self.level = check_level(level, "level")
 
-    def check(self, look: Look, posterior: Any) -> StopDecision:
+    def check(self, look: Look, posterior: MetricPosterior) -> StopDecision:
         lb = float(np.quantile(posterior.draws(look.metric), 1.0 - self.level))
         stop = lb >= self.target
         reason = (

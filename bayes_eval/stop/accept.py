@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._draws import decision_level
 from .._validation import (
@@ -89,9 +90,9 @@ class Accept(StopRule):
         n_sims: int = 2000,
         rng: RNGLike = None,
         *,
-        rates: Any = "auto",
+        rates: str | ArrayLike = "auto",
         max_mcse: float = 0.005,
-        looks: Any = None,
+        looks: str | ArrayLike | None = None,
     ) -> None:
         self.target = _check_target("metric", target)
         self.level = check_level(level, "level")
