@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numbers
 import sys
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
@@ -42,8 +42,19 @@ type LabelsSpec = Union[  # noqa: UP007 - the pandas names are forward reference
 ]
 
 
+def _unordered(value: Any, name: str) -> None:
+    """Refuse a set, a mapping or a one-pass iterator where a sequence aligned with other
+    sequences is needed: its order is not the user's (a set) or reading it consumes it."""
+    if isinstance(value, set | frozenset | Mapping | Iterator):
+        raise TypeError(
+            f"{name} has type {type(value).__name__}; allowed: a list, tuple or 1-D array "
+            "(an ordered sequence, matched position by position)"
+        )
+
+
 def as_label_values(values: Any, name: str = "labels") -> np.ndarray:
     """Validate label values: a 1-D array of 0/1 or bool; returns uint8."""
+    _unordered(values, name)
     arr = np.asarray(values)
     if arr.ndim != 1:
         raise ValueError(f"{name} has shape {arr.shape}; allowed: a 1-D sequence of 0/1 labels")
@@ -147,6 +158,7 @@ def canonical_ids(ids: Any, kind: str, name: str = "ids") -> list[Any]:
     Refuses (``TypeError`` naming ``name``) ids of the other kind, bools and floats, and never
     wraps integers above 2**63 - 1 to negative ones.
     """
+    _unordered(ids, name)
     arr = np.asarray(ids)
     if arr.ndim == 0:
         arr = arr.reshape(1)
@@ -222,6 +234,7 @@ def new_labels(
         The labels not recorded before, in first-seen order; an id given twice keeps its first
         annotator. Empty when every label was recorded before (re-recording is a no-op).
     """
+    _unordered(labels, "labels")
     values = as_label_values(
         np.asarray(labels).reshape(-1) if np.ndim(labels) == 0 else labels, "labels"
     )

@@ -59,7 +59,7 @@ def resolve_prior(prior: BetaSpec, n_strata: int) -> tuple[np.ndarray, np.ndarra
                 )
         if not np.all(np.isfinite(arr)) or not np.all(arr > 0):
             bad = arr[~(np.isfinite(arr) & (arr > 0))][0]
-            raise ValueError(f"prior {name} contains {bad!r}; allowed: finite numbers > 0")
+            raise ValueError(f"prior {name} contains {float(bad)!r}; allowed: finite numbers > 0")
         out.append(arr)
     a, b = out
     if np.all(a == a[0]) and np.all(b == b[0]):
