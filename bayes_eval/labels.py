@@ -95,6 +95,8 @@ def _split(labels: Any, name: str) -> tuple[Any, Any]:
         return np.asarray(list(labels.keys())), np.asarray(list(labels.values()), dtype=object)
     if isinstance(labels, tuple | list) and len(labels) == 2:
         ids, vals = labels
+        _unordered(ids, f"ids of {name}")
+        _unordered(vals, f"labels of {name}")
         return np.asarray(ids), np.asarray(vals)
     raise TypeError(
         f"{name} has type {type(labels).__name__}; allowed: a mapping id->label, a pandas "

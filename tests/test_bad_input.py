@@ -265,6 +265,8 @@ def _api_cases():
           lambda a, p, s, ids: a.record(ids[2:4], {1, 0})),
         c("record labels dict", ["labels", "type dict"],
           lambda a, p, s, ids: a.record(ids[2:4], {ids[2]: 1, ids[3]: 0})),
+        c("estimate pair with a set", ["ids of labels", "type set"],
+          lambda a, p, s, ids: be.estimate(s, (set(ids[:2].tolist()), [1, 0]))),
         c("estimate prior -1", ["prior a", "-1.0", "> 0"],
           lambda a, p, s, ids: be.estimate(s, prior=(-1.0, 1.0), model="independent")),
         c("propose 0", ["n", "0"], lambda a, p, s, ids: a.propose(0)),
