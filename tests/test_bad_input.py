@@ -267,6 +267,20 @@ def _api_cases():
           lambda a, p, s, ids: a.record(ids[2:4], {ids[2]: 1, ids[3]: 0})),
         c("estimate pair with a set", ["ids of labels", "type set"],
           lambda a, p, s, ids: be.estimate(s, (set(ids[:2].tolist()), [1, 0]))),
+        c("calibration rate above 1", ["rates contains 1.5", "position 0", "in [0, 1]"],
+          lambda a, p, s, ids: be.calibrate_sequential(
+              s, rates=[1.5] * s.n_strata, budget=100, n_sims=100, rng=0)),
+        c("calibration rate not a number", ["rates=['high'", "'pilot', 'prior'"],
+          lambda a, p, s, ids: be.calibrate_sequential(
+              s, rates=["high"] * s.n_strata, budget=100, n_sims=100, rng=0)),
+        c("Accept rate above 1", ["rates contains 1.5", "'planning'", "in [0, 1]"],
+          lambda a, p, s, ids: be.stop.Accept(0.7, rates=[1.5] * s.n_strata)),
+        c("correction rates of another length", ["rates has shape (2,)", "per-stratum"],
+          lambda a, p, s, ids: be.sequential.correction_for(
+              a.procedure(budget=100, batch_size=20), target=0.7, rates=[0.5, 0.5])),
+        c("worst-case calibration rate above 1", ["rates contains 1.5", "in [0, 1]"],
+          lambda a, p, s, ids: be.sequential.calibrate_worst_case(
+              s, target=0.7, rates=[1.5] * s.n_strata, budget=100, n_sims=100, rng=0)),
         c("estimate prior -1", ["prior a", "-1.0", "> 0"],
           lambda a, p, s, ids: be.estimate(s, prior=(-1.0, 1.0), model="independent")),
         c("propose 0", ["n", "0"], lambda a, p, s, ids: a.propose(0)),

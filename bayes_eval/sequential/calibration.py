@@ -37,6 +37,7 @@ __all__ = [
     "SequentialCalibration",
     "calibrate_sequential",
     "calibration_key",
+    "check_rate_array",
     "geometric_looks",
     "required_sims",
 ]
@@ -298,13 +299,28 @@ def _resolve_rates(
         if pn.shape != (k,) or ph.shape != (k,) or (ph < 0).any() or (ph > pn).any():
             raise ValueError(f"pilot counts must have shape ({k},) with 0 <= h <= n")
         return (a + ph) / (a + b + pn), "pilot"
-    arr = np.asarray(rates, dtype=np.float64)
-    if arr.shape != (k,) or not np.all((arr >= 0) & (arr <= 1)):
-        raise ValueError(
-            f"rates has shape {arr.shape}; allowed: 'pilot', 'prior' or {k} "
-            "per-stratum rates in [0, 1]"
-        )
-    return arr, "user"
+    return check_rate_array(rates, k, "'pilot', 'prior'"), "user"
+
+
+def check_rate_array(rates: ArrayLike, k: int | None, names: str) -> np.ndarray:
+    """``rates`` as per-stratum rates in [0, 1], shape ``(k,)`` (any length when ``k`` is
+    None), else a ValueError naming the bad value and what is allowed: the names ``names``
+    (the string choices of the caller) or the rates. One check for every function that takes
+    user rates (:func:`calibrate_sequential`, :func:`~bayes_eval.sequential.calibrate_worst_case`,
+    :func:`~bayes_eval.sequential.correction_for` and ``be.stop.Accept``)."""
+    count = "" if k is None else f"{k} "
+    allowed = f"allowed: {names} or {count}per-stratum rates in [0, 1]"
+    try:
+        arr = np.asarray(rates, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"rates={rates!r}; {allowed}") from None
+    if arr.ndim != 1 or arr.size == 0 or (k is not None and arr.shape != (k,)):
+        raise ValueError(f"rates has shape {arr.shape}; {allowed}")
+    bad = ~((arr >= 0) & (arr <= 1))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"rates contains {float(arr[i])!r} at position {i}; {allowed}")
+    return arr
 
 
 def _planning(strata: Any, sizes: Any, predicted: Any) -> tuple[np.ndarray, np.ndarray]:

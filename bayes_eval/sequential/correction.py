@@ -36,7 +36,13 @@ from .._procedure import Procedure
 from .._protocols import StrataLike
 from .._validation import RNGLike, as_generator, check_level, check_max_mcse, check_positive_int
 from .boundary import DEFAULT_SHAPES, DEFAULT_Z
-from .calibration import DEFAULT_NOMINAL, calibration_key, geometric_looks, required_sims
+from .calibration import (
+    DEFAULT_NOMINAL,
+    calibration_key,
+    check_rate_array,
+    geometric_looks,
+    required_sims,
+)
 from .robust import (
     DEFAULT_MARGIN,
     DEFAULT_POSTERIOR_TRUTHS,
@@ -338,18 +344,21 @@ def _rates(procedure: Procedure, choice: Any) -> tuple[Any, Any, str]:
         return "pilot", (n, h), "pilot"
     if isinstance(choice, str):
         return choice, None, choice
-    return np.asarray(choice, dtype=np.float64), None, "user"
+    names = ", ".join(repr(r) for r in RATE_CHOICES)
+    return check_rate_array(choice, k, names), None, "user"
 
 
 def check_rates(rates: Any) -> Any:
     """Validate a ``rates`` choice (a name of :data:`RATE_CHOICES` or an array)."""
-    if isinstance(rates, str) and rates not in RATE_CHOICES:
-        raise ValueError(
-            f"rates={rates!r} is not one of the allowed values: "
-            + ", ".join(repr(r) for r in RATE_CHOICES)
-            + " or an array of per-stratum rates"
-        )
-    return rates
+    names = ", ".join(repr(r) for r in RATE_CHOICES)
+    if isinstance(rates, str):
+        if rates not in RATE_CHOICES:
+            raise ValueError(
+                f"rates={rates!r} is not one of the allowed values: {names} or an array of "
+                "per-stratum rates"
+            )
+        return rates
+    return check_rate_array(rates, None, names)
 
 
 def check_looks(looks: Any) -> Any:

@@ -56,6 +56,7 @@ from .boundary import (
     labels_used,
     near_allowance,
 )
+from .calibration import check_rate_array
 from .truths import Truth, posterior_rate_draws, truth_family
 
 __all__ = ["DEFAULT_MARGIN", "WorstCaseCalibration", "calibrate_worst_case"]
@@ -178,7 +179,7 @@ def _score_rates(
     strata: StrataLike, rates: ArrayLike | None, a: np.ndarray, b: np.ndarray
 ) -> np.ndarray:
     if rates is not None:
-        return np.asarray(rates, dtype=np.float64)
+        return check_rate_array(rates, a.shape[0], "None (the score midpoints or prior means)")
     lo = np.asarray(getattr(strata, "score_min", np.full(a.shape, np.nan)), dtype=np.float64)
     hi = np.asarray(getattr(strata, "score_max", np.full(a.shape, np.nan)), dtype=np.float64)
     if np.all(np.isfinite(lo)) and lo.min() >= 0.0 and hi.max() <= 1.0:
