@@ -281,6 +281,17 @@ def _api_cases():
         c("worst-case calibration rate above 1", ["rates contains 1.5", "in [0, 1]"],
           lambda a, p, s, ids: be.sequential.calibrate_worst_case(
               s, target=0.7, rates=[1.5] * s.n_strata, budget=100, n_sims=100, rng=0)),
+        c("worst-case calibration pilot h > n", ["pilot has n=1, h=2 in stratum 0"],
+          lambda a, p, s, ids: be.sequential.calibrate_worst_case(
+              s, target=0.7, pilot=([1] * s.n_strata, [2] * s.n_strata), budget=100,
+              n_sims=100, rng=0)),
+        c("calibration truth_metric 2", ["truth_metric=2.0", "[0, 1]"],
+          lambda a, p, s, ids: be.calibrate_sequential(
+              s, target=0.7, truth_metric=2.0, budget=100, n_sims=100, rng=0)),
+        c("truth family rate above 1", ["score_rates contains 1.9", "position 3"],
+          lambda a, p, s, ids: be.sequential.truth_family(
+              [100] * 4, [0, 0, 1, 1], metric="f1", target=0.7,
+              score_rates=[0.1, 0.2, 0.7, 1.9])),
         c("estimate prior -1", ["prior a", "-1.0", "> 0"],
           lambda a, p, s, ids: be.estimate(s, prior=(-1.0, 1.0), model="independent")),
         c("propose 0", ["n", "0"], lambda a, p, s, ids: a.propose(0)),

@@ -37,6 +37,7 @@ __all__ = [
     "SequentialCalibration",
     "calibrate_sequential",
     "calibration_key",
+    "check_pilot",
     "check_rate_array",
     "geometric_looks",
     "required_sims",
@@ -266,14 +267,14 @@ def required_sims(actual: float, max_mcse: float) -> int:
     return int(np.ceil(alpha * actual / max_mcse**2 - 1e-9))
 
 
-def _check_target(metric: str, target: Any) -> float:
+def _check_target(metric: str, target: Any, name: str = "target") -> float:
     if isinstance(target, bool) or not isinstance(target, numbers.Real):
         raise TypeError(
-            f"target={target!r} must be a real number in [0, 1] (the range of metric {metric!r})"
+            f"{name}={target!r} must be a real number in [0, 1] (the range of metric {metric!r})"
         )
     t = float(target)
     if not (0.0 <= t <= 1.0) or not np.isfinite(t):
-        raise ValueError(f"target={target!r} is outside the range [0, 1] of metric {metric!r}")
+        raise ValueError(f"{name}={target!r} is outside the range [0, 1] of metric {metric!r}")
     return t
 
 
@@ -290,36 +291,52 @@ def _resolve_rates(
             raise ValueError(
                 "rates='pilot' needs pilot=(n, h), the pilot labels and positives per stratum"
             )
-        try:
-            pn, ph = (np.asarray(v, dtype=np.float64) for v in pilot)
-        except (TypeError, ValueError):
-            raise ValueError(
-                f"pilot={pilot!r}; allowed: a pair (n, h) of per-stratum counts"
-            ) from None
-        if pn.shape != (k,) or ph.shape != (k,) or (ph < 0).any() or (ph > pn).any():
-            raise ValueError(f"pilot counts must have shape ({k},) with 0 <= h <= n")
+        pn, ph = check_pilot(pilot, k)
         return (a + ph) / (a + b + pn), "pilot"
     return check_rate_array(rates, k, "'pilot', 'prior'"), "user"
 
 
-def check_rate_array(rates: ArrayLike, k: int | None, names: str) -> np.ndarray:
+def check_pilot(pilot: tuple[ArrayLike, ArrayLike], k: int) -> tuple[np.ndarray, np.ndarray]:
+    """``pilot = (n, h)`` as two integer arrays ``(k,)`` with ``0 <= h <= n``, else a ValueError
+    naming ``pilot`` and what is allowed (the pilot labels and positives per stratum)."""
+    allowed = f"allowed: a pair (n, h) of {k} per-stratum counts with 0 <= h_k <= n_k"
+    try:
+        pn, ph = (np.asarray(v) for v in pilot)
+    except (TypeError, ValueError):
+        raise ValueError(f"pilot={pilot!r}; {allowed}") from None
+    for arr in (pn, ph):
+        if arr.shape != (k,) or not np.issubdtype(arr.dtype, np.number) or arr.dtype == bool:
+            raise ValueError(f"pilot has a part of shape {arr.shape}, dtype {arr.dtype}; {allowed}")
+        if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
+            raise ValueError(f"pilot has non-integer counts; {allowed}")
+    if (ph < 0).any() or (ph > pn).any():
+        i = int(np.flatnonzero((ph < 0) | (ph > pn))[0])
+        raise ValueError(
+            f"pilot has n={pn[i].item()!r}, h={ph[i].item()!r} in stratum {i}; {allowed}"
+        )
+    return pn.astype(np.int64), ph.astype(np.int64)
+
+
+def check_rate_array(
+    rates: ArrayLike, k: int | None, names: str, name: str = "rates"
+) -> np.ndarray:
     """``rates`` as per-stratum rates in [0, 1], shape ``(k,)`` (any length when ``k`` is
     None), else a ValueError naming the bad value and what is allowed: the names ``names``
     (the string choices of the caller) or the rates. One check for every function that takes
     user rates (:func:`calibrate_sequential`, :func:`~bayes_eval.sequential.calibrate_worst_case`,
     :func:`~bayes_eval.sequential.correction_for` and ``be.stop.Accept``)."""
     count = "" if k is None else f"{k} "
-    allowed = f"allowed: {names} or {count}per-stratum rates in [0, 1]"
+    allowed = f"allowed: {names + ' or ' if names else ''}{count}per-stratum rates in [0, 1]"
     try:
         arr = np.asarray(rates, dtype=np.float64)
     except (TypeError, ValueError):
-        raise ValueError(f"rates={rates!r}; {allowed}") from None
+        raise ValueError(f"{name}={rates!r}; {allowed}") from None
     if arr.ndim != 1 or arr.size == 0 or (k is not None and arr.shape != (k,)):
-        raise ValueError(f"rates has shape {arr.shape}; {allowed}")
+        raise ValueError(f"{name} has shape {arr.shape}; {allowed}")
     bad = ~((arr >= 0) & (arr <= 1))
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"rates contains {float(arr[i])!r} at position {i}; {allowed}")
+        raise ValueError(f"{name} contains {float(arr[i])!r} at position {i}; {allowed}")
     return arr
 
 
@@ -453,7 +470,9 @@ def calibrate_sequential(
     k = sizes_.shape[0]
     check_option(metric, "metric", SUPPORTED_METRICS)
     target = _check_target(metric, target)
-    truth_value = target if truth_metric is None else _check_target(metric, truth_metric)
+    truth_value = (
+        target if truth_metric is None else _check_target(metric, truth_metric, "truth_metric")
+    )
     n_sims = check_calibration_args(n_sims, progress, " to estimate a coverage curve")
     check_max_mcse(max_mcse)
     check_bool(finite_population, "finite_population")

@@ -56,7 +56,7 @@ from .boundary import (
     labels_used,
     near_allowance,
 )
-from .calibration import check_rate_array
+from .calibration import check_pilot, check_rate_array
 from .truths import Truth, posterior_rate_draws, truth_family
 
 __all__ = ["DEFAULT_MARGIN", "WorstCaseCalibration", "calibrate_worst_case"]
@@ -326,7 +326,7 @@ def calibrate_worst_case(
     else:
         label = "prior" if np.allclose(base, a / (a + b)) else "scores"
     zero = np.zeros(k, dtype=np.int64)
-    pn, ph = (zero, zero) if pilot is None else (np.asarray(v, dtype=np.int64) for v in pilot)
+    pn, ph = (zero, zero) if pilot is None else check_pilot(pilot, k)
     post_draws = (
         posterior_rate_draws(model, strata, pn, ph, a, b, posterior_truths, gen)
         if posterior_truths > 0

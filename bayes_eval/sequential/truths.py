@@ -74,6 +74,7 @@ from ..models import design_prior
 from ..models._profile import score_profile_of
 from ..models.pooled import draw_theta, fit_pooled
 from ._linear import least_favourable_truth
+from .calibration import check_rate_array
 
 __all__ = ["PROFILES", "Truth", "posterior_rate_draws", "truth_family"]
 
@@ -207,9 +208,7 @@ def truth_family(
     """
     sizes = np.asarray(sizes, dtype=np.int64)
     pos = np.asarray(predicted, dtype=bool)
-    r = np.clip(np.asarray(score_rates, dtype=np.float64), 1e-6, 1 - 1e-6)
-    if r.shape != sizes.shape:
-        raise ValueError(f"score_rates has shape {r.shape}; allowed: {sizes.shape}")
+    r = np.clip(check_rate_array(score_rates, sizes.shape[0], "", "score_rates"), 1e-6, 1 - 1e-6)
     names = PROFILES if profiles is None else tuple(profiles)
     bad = [n for n in names if n not in PROFILES]
     if bad or not names:
