@@ -291,7 +291,7 @@ CELLS: tuple[tuple[str, float, float, float], ...] = (
     ("pooled / random / recall", 1068, 0.208, 1.55),
     ("pooled / proportional / f1", 972, 0.201, 1.56),  # version 12 (session 25)
     ("pooled / proportional / precision", 1114, 0.280, 1.58),  # version 12 (session 28)
-    ("pooled / proportional / recall", 1041, 0.209, 1.61),
+    ("pooled / proportional / recall", 1110, 0.189, 1.48),  # version 12 (session 29)
     ("pooled / online_optimal / f1", 579, 0.286, 2.05),  # version 12 (session 26)
     ("pooled / online_optimal / precision", 182, 0.485, 3.51),  # version 12 (session 26)
     ("pooled / online_optimal / recall", 836, 0.328, 2.00),  # version 12 (session 24)
