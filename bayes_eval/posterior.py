@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import inspect
 import numbers
 from dataclasses import dataclass
 from typing import Any
@@ -486,11 +487,8 @@ def estimate_from_stratum_counts(
     requested = getattr(strata, "requested", None)
     if requested is not None:  # what stratify was asked for (it may make fewer: side_n_strata)
         attrs["strata_requested"] = f"{requested[0]} / {requested[1]} per side (neg / pos)"
+    _check_model_kwargs(model, model_kwargs)
     if model == "independent":
-        if model_kwargs:
-            raise TypeError(
-                f"unexpected keyword argument(s) {sorted(model_kwargs)} for model='independent'"
-            )
         theta = _independent_theta(a + h, b + n - h, draws, gen, sampler)
     else:
         theta, extra, more_attrs = MODELS[model](
@@ -521,6 +519,30 @@ def estimate_from_stratum_counts(
         extra_groups=extra,
         attrs=attrs,
     )
+
+
+#: what :func:`estimate_from_stratum_counts` passes every model itself (not the user's keywords)
+_MODEL_ARGS = frozenset({"strata", "n", "h", "prior_a", "prior_b", "draws", "rng"})
+
+
+def _check_model_kwargs(model: str, model_kwargs: dict[str, Any]) -> None:
+    """Refuse keywords the model does not take, naming the model and the ones it does (a
+    TypeError before any work; never the model function's own message)."""
+    if not model_kwargs:
+        return
+    if model == "independent":
+        accepted: list[str] = []
+    else:
+        params = inspect.signature(MODELS[model]).parameters.values()
+        if any(p.kind is p.VAR_KEYWORD for p in params):
+            return
+        accepted = sorted(p.name for p in params if p.name not in _MODEL_ARGS)
+    bad = sorted(set(model_kwargs) - set(accepted))
+    if bad:
+        allowed = ", ".join(repr(a) for a in accepted) if accepted else "none"
+        raise TypeError(
+            f"unexpected keyword argument(s) {bad} for model={model!r}; allowed: {allowed}"
+        )
 
 
 def _count(value: Any, name: str) -> int:

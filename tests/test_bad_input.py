@@ -292,6 +292,10 @@ def _api_cases():
           lambda a, p, s, ids: be.sequential.truth_family(
               [100] * 4, [0, 0, 1, 1], metric="f1", target=0.7,
               score_rates=[0.1, 0.2, 0.7, 1.9])),
+        c("estimate pooled keyword typo", ["'hyperprior'", "model='pooled'", "'hyperpriors'"],
+          lambda a, p, s, ids: be.estimate(s, (ids[:2], [1, 0]), hyperprior=None)),
+        c("Hyperpriors nan", ["floor_sd=nan", "finite real number"],
+          lambda a, p, s, ids: be.models.pooled.Hyperpriors(floor_sd=float("nan"))),
         c("estimate prior -1", ["prior a", "-1.0", "> 0"],
           lambda a, p, s, ids: be.estimate(s, prior=(-1.0, 1.0), model="independent")),
         c("propose 0", ["n", "0"], lambda a, p, s, ids: a.propose(0)),

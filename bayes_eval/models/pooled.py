@@ -214,9 +214,13 @@ class Hyperpriors:
             if f.name == "cells":
                 continue
             if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
-                raise ValueError(f"Hyperpriors.{f.name}={v!r} is not allowed; allowed: a real")
+                raise ValueError(
+                    f"Hyperpriors.{f.name}={v!r} is not allowed; allowed: a finite real number"
+                )
             if f.name not in ("beta_mean", "floor_mean") and not v > 0:
-                raise ValueError(f"Hyperpriors.{f.name}={v!r} is not allowed; allowed: a real > 0")
+                raise ValueError(
+                    f"Hyperpriors.{f.name}={v!r} is not allowed; allowed: a finite real number > 0"
+                )
 
     def describe(self, kind: str = "probability", center: float = 0.0) -> str:
         """Readable text of the model and its hyperpriors."""
