@@ -31,7 +31,6 @@ Webber, Bagdouri, Lewis & Oard (2013), ``../shared/seeds/002_bcc5f0faf615c660.tx
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -40,7 +39,7 @@ import numpy as np
 from ._draws import decision_level
 from ._validation import check_level, check_positive_int
 from .posterior import MetricPosterior
-from .sequential.calibration import SequentialCalibration
+from .sequential.calibration import SequentialCalibration, check_target
 from .sequential.correction import Correction
 
 __all__ = ["Certification", "certify"]
@@ -185,17 +184,6 @@ class Certification:
         )
 
 
-def _check_target(metric: str, target: Any) -> float:
-    if isinstance(target, bool) or not isinstance(target, numbers.Real):
-        raise TypeError(
-            f"target={target!r} must be a real number in [0, 1], the range of metric {metric!r}"
-        )
-    t = float(target)
-    if not np.isfinite(t) or not 0.0 <= t <= 1.0:
-        raise ValueError(f"target={target!r} is outside the range [0, 1] of metric {metric!r}")
-    return t
-
-
 def certify(
     post: MetricPosterior,
     *,
@@ -256,7 +244,7 @@ def certify(
             f"metric={metric!r} is not in the posterior; allowed: "
             + ", ".join(repr(m) for m in post.metrics)
         )
-    target = _check_target(metric, target)
+    target = check_target(metric, target)
     level = check_level(level, "level")
     looks = check_positive_int(looks, "looks")
     if design is not None and not isinstance(design, str):

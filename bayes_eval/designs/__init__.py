@@ -41,6 +41,9 @@ Kumar & Raj, ``../shared/seeds/003_d8c568d527ba610a.txt`` (section 3.3, Algorith
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from ._base import (
     DESIGNS,
     Design,
@@ -75,9 +78,21 @@ __all__ = [
     "stratum_sd",
 ]
 
-register_design("random")(lambda **kw: _Random())
-register_design("proportional")(lambda **kw: _Proportional())
-register_design("equal")(lambda **kw: _Equal())
+
+def _without_options(name: str, cls: type) -> Callable[..., Design]:
+    """Factory of a design that takes no option: an option given is an error, never ignored."""
+
+    def factory(**options: Any) -> Design:
+        if options:
+            raise TypeError(f"design {name!r} takes no options; got {sorted(options)}")
+        return cls()
+
+    return factory
+
+
+register_design("random")(_without_options("random", _Random))
+register_design("proportional")(_without_options("proportional", _Proportional))
+register_design("equal")(_without_options("equal", _Equal))
 register_design("online_optimal")(OnlineOptimal)
 register_design("opt_a1")(OptA1)
 register_design("opt_a2")(OptA2)

@@ -22,10 +22,10 @@ from ..priors import BetaSpec, resolve_prior
 from ._linear import least_favourable_truth, linear_form, prob_linear_ge
 from .calibration import (
     _as_schedule,
-    _check_target,
     _planning,
     _resolve_rates,
     calibrate_sequential,
+    check_target,
     required_sims,
 )
 
@@ -76,7 +76,7 @@ def compare_anytime(
     """
     check_option(metric, "metric", ("accuracy", "precision", "prevalence", "npv"))
     sizes_, pred_ = _planning(None, sizes, predicted)
-    target = _check_target(metric, target)
+    target = check_target(metric, target)
     if (
         isinstance(delta, bool)
         or not isinstance(delta, numbers.Real)

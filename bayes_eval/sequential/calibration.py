@@ -39,6 +39,7 @@ __all__ = [
     "calibration_key",
     "check_pilot",
     "check_rate_array",
+    "check_target",
     "geometric_looks",
     "required_sims",
 ]
@@ -267,14 +268,15 @@ def required_sims(actual: float, max_mcse: float) -> int:
     return int(np.ceil(alpha * actual / max_mcse**2 - 1e-9))
 
 
-def _check_target(metric: str, target: Any, name: str = "target") -> float:
+def check_target(metric: str | None, target: Any, name: str = "target") -> float:
+    """``target`` (or the argument ``name``) as a float in [0, 1], the range of ``metric``; the one
+    check of a claimed or simulated metric value (calibration, certification, ``Accept``)."""
+    of = "every metric" if metric is None else f"metric {metric!r}"
     if isinstance(target, bool) or not isinstance(target, numbers.Real):
-        raise TypeError(
-            f"{name}={target!r} must be a real number in [0, 1] (the range of metric {metric!r})"
-        )
+        raise TypeError(f"{name}={target!r} must be a real number in [0, 1] (the range of {of})")
     t = float(target)
     if not (0.0 <= t <= 1.0) or not np.isfinite(t):
-        raise ValueError(f"{name}={target!r} is outside the range [0, 1] of metric {metric!r}")
+        raise ValueError(f"{name}={target!r} is outside the range [0, 1] of {of}")
     return t
 
 
@@ -469,9 +471,9 @@ def calibrate_sequential(
     sizes_, pred_ = _planning(strata, sizes, predicted)
     k = sizes_.shape[0]
     check_option(metric, "metric", SUPPORTED_METRICS)
-    target = _check_target(metric, target)
+    target = check_target(metric, target)
     truth_value = (
-        target if truth_metric is None else _check_target(metric, truth_metric, "truth_metric")
+        target if truth_metric is None else check_target(metric, truth_metric, "truth_metric")
     )
     n_sims = check_calibration_args(n_sims, progress, " to estimate a coverage curve")
     check_max_mcse(max_mcse)

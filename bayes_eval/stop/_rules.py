@@ -54,6 +54,7 @@ import numpy as np
 
 from .._procedure import Look, Procedure
 from .._validation import check_level, check_positive_int
+from ..sequential.calibration import check_target
 
 if TYPE_CHECKING:
     from ..posterior import MetricPosterior
@@ -154,6 +155,11 @@ class _Combined(StopRule):
         for r in rules:
             _check_rule(r)
             flat.extend(r.rules if type(r) is type(self) else (r,))  # type: ignore[attr-defined]
+        if not flat:
+            raise ValueError(
+                f"{type(self).__name__}() has no rule; allowed: one or more stop rules (with none, "
+                "AnyOf would never stop and AllOf would stop at the first look)"
+            )
         self.rules = tuple(flat)
 
     def prepare(self, procedure: Procedure) -> None:
@@ -347,7 +353,7 @@ class LowerBoundAbove(StopRule):
     """
 
     def __init__(self, target: float, level: float = 0.95) -> None:
-        self.target = _real(target, "target")
+        self.target = check_target(None, target)
         self.level = check_level(level, "level")
 
     def check(self, look: Look, posterior: MetricPosterior) -> StopDecision:

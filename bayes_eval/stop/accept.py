@@ -25,8 +25,9 @@ from .._validation import (
     check_max_mcse,
     check_positive_int,
 )
-from ..certification import Certification, _check_target, certify
+from ..certification import Certification, certify
 from ..posterior import MetricPosterior
+from ..sequential.calibration import check_target
 from ..sequential.correction import (
     Correction,
     check_looks,
@@ -94,7 +95,7 @@ class Accept(StopRule):
         max_mcse: float = 0.005,
         looks: str | ArrayLike | None = None,
     ) -> None:
-        self.target = _check_target("metric", target)
+        self.target = check_target(None, target)
         self.level = check_level(level, "level")
         check_bool(corrected, "corrected")
         self.corrected = bool(corrected)
