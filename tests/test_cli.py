@@ -85,6 +85,15 @@ def _init(audit, scores, *extra: str):
     )
 
 
+def test_init_suggests_a_first_batch_within_the_budget(parquet_file, tmp_path):
+    """A budget below one batch cuts the first batch: the suggested ``next -n`` says so."""
+    res = _init(tmp_path / "a", parquet_file, "--batch-size", "20", "--budget", "10")
+    assert res.exit_code == 0, res.output
+    assert "-n 10 --out batch.csv" in res.stdout
+    res = _init(tmp_path / "b", parquet_file, "--batch-size", "20")
+    assert "-n 20 --out batch.csv" in res.stdout
+
+
 def _label(batch_csv, truth, out_csv):
     batch = pd.read_csv(batch_csv, dtype={"id": str})
     pd.DataFrame({"id": batch["id"], "label": [truth[i] for i in batch["id"]]}).to_csv(

@@ -228,7 +228,8 @@ def init(
         f"pre-registered claim: {claim}; planned looks {looks}, --batch-size {batch_size}, "
         f"--budget {budget}"
     )
-    out.print(f"next: bayes-eval next {audit_dir} -n {batch_size} --out batch.csv")
+    first = min(batch_size, budget)  # a budget below one batch cuts the first batch
+    out.print(f"next: bayes-eval next {audit_dir} -n {first} --out batch.csv")
 
 
 # ------------------------------------------------------------------------------ next
