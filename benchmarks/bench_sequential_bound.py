@@ -288,7 +288,7 @@ CELLS: tuple[tuple[str, float, float, float], ...] = (
     ("pooled / posterior_variance / recall", 1006, 0.280, 1.62),  # version 12 (session 26)
     ("pooled / random / f1", 977, 0.199, 1.53),  # version 12 (session 27)
     ("pooled / random / precision", 1165, 0.317, 1.55),
-    ("pooled / random / recall", 1068, 0.208, 1.55),
+    ("pooled / random / recall", 1135, 0.190, 1.43),  # version 12 (session 29)
     ("pooled / proportional / f1", 972, 0.201, 1.56),  # version 12 (session 25)
     ("pooled / proportional / precision", 1114, 0.280, 1.58),  # version 12 (session 28)
     ("pooled / proportional / recall", 1110, 0.189, 1.48),  # version 12 (session 29)
