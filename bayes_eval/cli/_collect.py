@@ -137,8 +137,10 @@ def init(
     _int_in(seed, "--seed", 0, MAX_SEED)
     _int_in(batch_size, "--batch-size", 1, MAX_BATCH)
     _int_in(budget, "--budget", 1, MAX_BUDGET)
-    if target is not None and not 0.0 <= target <= 1.0:
-        raise UserError(f"--target {target!r} is outside the range [0, 1] of metric {metric!r}")
+    if target is not None:
+        from ..sequential.calibration import check_target
+
+        check_target(metric, target, "--target")
     if (threshold is None) == (prediction_col is None):
         raise UserError("give exactly one of --threshold and --prediction-col")
     prior_value = _parse_prior(prior)

@@ -280,8 +280,10 @@ def certify(
     _max_mcse(max_mcse)
     if level is not None:
         check_level(level, "--level")
-    if target is not None and not 0.0 <= target <= 1.0:
-        raise UserError(f"--target {target!r} is outside the range [0, 1] of the metric")
+    if target is not None:
+        from ..sequential.calibration import check_target
+
+        check_target(None, target, "--target")
     opened = _open(audit_dir)
     post = opened.audit.estimate()
     decision = decide(

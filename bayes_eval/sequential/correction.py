@@ -70,6 +70,7 @@ _CACHE: dict[str, Correction] = {}
 
 #: how the plausible stratum rates of the least-favourable truth may be chosen
 RATE_CHOICES = ("auto", "pilot", "prior", "scores", "planning")
+_RATE_NAMES = ", ".join(repr(r) for r in RATE_CHOICES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,21 +345,19 @@ def _rates(procedure: Procedure, choice: Any) -> tuple[Any, Any, str]:
         return "pilot", (n, h), "pilot"
     if isinstance(choice, str):
         return choice, None, choice
-    names = ", ".join(repr(r) for r in RATE_CHOICES)
-    return check_rate_array(choice, k, names), None, "user"
+    return check_rate_array(choice, k, _RATE_NAMES), None, "user"
 
 
 def check_rates(rates: Any) -> Any:
     """Validate a ``rates`` choice (a name of :data:`RATE_CHOICES` or an array)."""
-    names = ", ".join(repr(r) for r in RATE_CHOICES)
     if isinstance(rates, str):
         if rates not in RATE_CHOICES:
             raise ValueError(
-                f"rates={rates!r} is not one of the allowed values: {names} or an array of "
+                f"rates={rates!r} is not one of the allowed values: {_RATE_NAMES} or an array of "
                 "per-stratum rates"
             )
         return rates
-    return check_rate_array(rates, None, names)
+    return check_rate_array(rates, None, _RATE_NAMES)
 
 
 def check_looks(looks: Any) -> Any:
