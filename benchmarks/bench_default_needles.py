@@ -9,8 +9,9 @@ mean, and how often the 95 % lower bound covers (4 seeds: a sanity check, not a 
 estimate; the coverage battery is ``bench_pooled.py``).
 
 Usage: ``uv run python benchmarks/bench_default_needles.py [--seeds 4] [--synthetic-only]
-[--pooled-only] [--oasis]`` (``--oasis``: OASIS 0.1.3 on the same populations, 64 cumulative-sqrt(F)
-strata, its F1 estimate at the same budget, seeded by the seed).
+[--pooled-only] [--oasis] [--strata-method M]`` (``--oasis``: OASIS 0.1.3 on the same populations,
+64 cumulative-sqrt(F) strata, its F1 estimate at the same budget, seeded by the seed;
+``--strata-method``: the stratifier of ``be.stratify``, default ``stratify``'s own).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from bayes_eval import datasets
 
 SEEDS = range(4)
 MODELS = ("pooled", "independent")
+STRATA_METHOD: dict[str, str] = {}  # empty: stratify's default method
 
 
 def run(make, label):
@@ -38,7 +40,7 @@ def run(make, label):
                 errs.append(run_oasis(lp, [seed])[0] - truth)
                 cover.append(np.nan)
                 continue
-            st = be.stratify(lp.population, n_strata="auto")
+            st = be.stratify(lp.population, n_strata="auto", **STRATA_METHOD)
             audit = be.Audit(lp.population, strata=st, metric="f1", rng=seed, model=model)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # FewerStrataWarning, UninformativeScoresWarning
@@ -56,17 +58,24 @@ def run(make, label):
 
 
 def main() -> None:
-    global SEEDS, MODELS
+    global SEEDS, MODELS, STRATA_METHOD
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=4)
     ap.add_argument("--synthetic-only", action="store_true")
     ap.add_argument("--pooled-only", action="store_true")
     ap.add_argument("--oasis", action="store_true", help="also OASIS (64 cum-sqrt-F strata)")
+    ap.add_argument("--strata-method", default=None, help="stratify's method (default: its own)")
     args = ap.parse_args()
+    if args.strata_method is not None:
+        STRATA_METHOD = {"method": args.strata_method}
     SEEDS = range(args.seeds)
     MODELS = ("pooled",) if args.pooled_only else MODELS
     MODELS = (*MODELS, "oasis") if args.oasis else MODELS
-    print(f"# {args.seeds} seeds; F1 is the last seed's truth, se the bias's s.e. over seeds")
+    method = args.strata_method or "stratify's default"
+    print(
+        f"# {args.seeds} seeds, strata {method}; F1 is the last seed's truth, se the bias's s.e. "
+        "over seeds"
+    )
     print(
         f"{'population':<30}{'model':<13}{'F1':>7}{'bias':>9}{'se':>8}{'rmse':>8}{'cov95':>8}"
         f"{'K':>4}"

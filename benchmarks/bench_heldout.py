@@ -21,7 +21,8 @@ lower bounds of precision, recall and F1 (``*`` outside [0.93, 0.98]; MC s.e.
 independent model (Jeffreys, same design) at the largest budget. With ``--oasis N`` the needles
 also get OASIS's F1 RMSE (64 cumulative-sqrt(F) strata, N seeds) and the ratio.
 
-Usage: ``uv run python benchmarks/bench_heldout.py [--reps 200] [--oasis 16] [--only NAME ...]``;
+Usage: ``uv run python benchmarks/bench_heldout.py [--reps 200] [--oasis 16] [--only NAME ...]
+[--strata-method M]`` (``M``: the audits' stratifier, default ``equal_size``);
 ``--diagnose NAME ...`` prints, instead, where the posterior is wrong stratum by stratum;
 ``--sensitivity NAME ...`` the precision bound at fixed counts under hyperprior variants;
 ``--integration [NAME ...]`` the coverage of the final bounds when the posterior is integrated
@@ -339,6 +340,11 @@ def main() -> None:
     )
     ap.add_argument("--budgets", type=int, nargs="+", default=[300, 1000])
     ap.add_argument(
+        "--strata-method",
+        default="equal_size",
+        help="the stratifier of the audits (stratify's method; the table's audits only)",
+    )
+    ap.add_argument(
         "--diagnose",
         nargs="+",
         default=None,
@@ -416,6 +422,7 @@ def main() -> None:
     print(
         f"# held-out populations: the default audit (n_strata='auto', pooled, posterior_variance,"
         f" batches of 100), {args.reps} replications; independent model at {max(budgets)} labels"
+        + ("" if args.strata_method == "equal_size" else f"; strata {args.strata_method}")
         + (f"; OASIS {args.oasis} seeds on the needles" if args.oasis else "")
     )
     print(
@@ -439,9 +446,19 @@ def main() -> None:
         for lp in lps:
             tm = lp.true_metrics()["f1"]
             seed = zlib.crc32(lp.name.encode())
-            res, k, _ = run_audits(lp, "auto", budgets, args.reps, seed=seed, batch=100)
+            method = args.strata_method
+            res, k, _ = run_audits(
+                lp, "auto", budgets, args.reps, seed=seed, batch=100, method=method
+            )
             ind, _, _ = run_audits(
-                lp, "auto", (max(budgets),), args.reps, seed=seed, batch=100, model="independent"
+                lp,
+                "auto",
+                (max(budgets),),
+                args.reps,
+                seed=seed,
+                batch=100,
+                model="independent",
+                method=method,
             )
             i_r, _ = _rmse(ind[max(budgets)][1], tm)
             i_bias = float(np.nanmean(ind[max(budgets)][1]) - tm)
