@@ -287,7 +287,7 @@ CELLS: tuple[tuple[str, float, float, float], ...] = (
     ("pooled / posterior_variance / precision", 180, 0.385, 2.85),  # version 12 (session 27)
     ("pooled / posterior_variance / recall", 1006, 0.280, 1.62),  # version 12 (session 26)
     ("pooled / random / f1", 977, 0.199, 1.53),  # version 12 (session 27)
-    ("pooled / random / precision", 1165, 0.317, 1.55),
+    ("pooled / random / precision", 1179, 0.311, 1.52),  # version 12 (session 30)
     ("pooled / random / recall", 1135, 0.190, 1.43),  # version 12 (session 29)
     ("pooled / proportional / f1", 972, 0.201, 1.56),  # version 12 (session 25)
     ("pooled / proportional / precision", 1114, 0.280, 1.58),  # version 12 (session 28)
