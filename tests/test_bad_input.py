@@ -281,6 +281,9 @@ def _api_cases():
         c("worst-case calibration rate above 1", ["rates contains 1.5", "in [0, 1]"],
           lambda a, p, s, ids: be.sequential.calibrate_worst_case(
               s, target=0.7, rates=[1.5] * s.n_strata, budget=100, n_sims=100, rng=0)),
+        c("worst-case calibration target 1", ["target=1.0", "open interval (0, 1)"],
+          lambda a, p, s, ids: be.sequential.calibrate_worst_case(
+              s, target=1.0, budget=100, n_sims=100, rng=0)),
         c("worst-case calibration pilot h > n", ["pilot has n=1, h=2 in stratum 0"],
           lambda a, p, s, ids: be.sequential.calibrate_worst_case(
               s, target=0.7, pilot=([1] * s.n_strata, [2] * s.n_strata), budget=100,

@@ -79,8 +79,7 @@ def demo(
     _int_in(n_sims, "--n-sims", 1, MAX_N_SIMS)
     _int_in(seed, "--seed", 0, MAX_SEED)
     _max_mcse(max_mcse)
-    if not 0.0 < target < 1.0:
-        raise UserError(f"--target {target!r} is outside the open interval (0, 1)")
+    check_level(target, "--target")  # the demo's simulated claim needs 0 < target < 1
     if out.suffix.lower() not in (".html", ".htm", ".md"):
         raise UserError(f"--out {str(out)!r} has suffix {out.suffix!r}; allowed: .html or .md")
     _check_out_file(out)

@@ -293,9 +293,7 @@ def calibrate_worst_case(
     """
     t0 = time.perf_counter()
     check_option(metric, "metric", SUPPORTED_METRICS)
-    if isinstance(target, bool) or not isinstance(target, numbers.Real) or not 0 < target < 1:
-        raise ValueError(f"target={target!r}; allowed: a number in the open interval (0, 1)")
-    target = float(target)
+    target = check_level(target, "target")  # a family at the target needs 0 < target < 1
     level = check_level(level, "level")
     n_sims = check_calibration_args(n_sims, progress, "")
     if not isinstance(model, str):
