@@ -106,11 +106,14 @@ def test_make_design_errors():
         make_design("opt_a2", n_ini=1)
     with pytest.raises(TypeError, match="d0"):
         make_design("online_optimal", d0=2.5)
-    with pytest.raises(TypeError, match="only the option 'defensive'"):
+    with pytest.raises(TypeError, match="only the options 'defensive' and 'complete'"):
         make_design("posterior_variance", metric="f1")
     for bad in (-0.1, 1.0, True, "0.2"):
         with pytest.raises(ValueError, match="defensive="):
             make_design("posterior_variance", defensive=bad)
+    for bad in (0.0, -0.5, 1.5, False, "0.5", float("nan")):
+        with pytest.raises(ValueError, match=r"complete=.*allowed: a fraction in \(0, 1\]"):
+            make_design("posterior_variance", complete=bad)
 
 
 # ---------------------------------------------------------------------- Bennett & Carvalho
@@ -246,7 +249,10 @@ def test_greedy_batch_is_the_exact_minimiser():
     sizes = np.array([40, 25, 10])
     n, h = np.array([4, 6, 2]), np.array([1, 5, 1])
     state = _state(sizes, n=n, h=h, available=[36, 19, 3], metric="prevalence")
-    out = make_design("posterior_variance").allocate(state, 6, np.random.default_rng(0))
+    # the greedy rule alone (stratum 2 is 7/10 labelled: the completion would take its 3 first)
+    out = make_design("posterior_variance", complete=1.0).allocate(
+        state, 6, np.random.default_rng(0)
+    )
     a, b = 0.5 + h, 0.5 + n - h
     g = metric_gradient("prevalence", sizes, state.predicted, h + (sizes - n) * a / (a + b))
 
@@ -266,8 +272,13 @@ def test_greedy_batch_is_the_exact_minimiser():
 
 def test_fully_labelled_stratum_gets_nothing_more():
     state = _state([10, 1000], n=[9, 5], h=[4, 2], available=[1, 995])
-    out = make_design("posterior_variance").allocate(state, 1, np.random.default_rng(0))
+    out = make_design("posterior_variance", complete=1.0).allocate(
+        state, 1, np.random.default_rng(0)
+    )
     assert out.tolist() == [0, 1]
+    # the completion (the default) labels the 9/10-labelled stratum's last item instead
+    out = make_design("posterior_variance").allocate(state, 1, np.random.default_rng(0))
+    assert out.tolist() == [1, 0]
 
 
 @pytest.mark.parametrize("metric", sorted(METRICS))
@@ -380,6 +391,70 @@ def test_posterior_variance_defensive_floor():
     )
     want = np.floor(0.3 * 50 * (0.5 / k + 0.5 * sizes / sizes.sum()))
     np.testing.assert_array_equal(out[0], want)  # [4, 3, 2, 1, 1, 1]: 12 of the 50
+
+
+def test_posterior_variance_completion():
+    """The completion (session 31): a relevant stratum at least half labelled or proposed gets
+    all its remaining items first, smallest remainders first, only whole and within the batch;
+    strata the metric ignores and strata below the share are left to the design; complete=1
+    switches it off; with nothing to complete the batch is the design's as before."""
+    from bayes_eval.designs import completion_allocation
+
+    sizes = np.array([10_000, 17, 16, 40, 17])
+    pred = np.array([False, True, True, True, True])
+    n = np.array([50, 13, 6, 30, 9])  # strata 1, 3, 4 at least half labelled; 2 not
+    avail = sizes - n
+    rel = np.ones((1, 5), bool)
+    out = completion_allocation(sizes, avail[None, :], rel, 20, 0.5)
+    # remainders 4 (stratum 1), 10 (3), 8 (4): 4 + 8 = 12 fit in 20, the next (10) does not
+    np.testing.assert_array_equal(out[0], [0, 4, 0, 0, 8])
+    out = completion_allocation(sizes, avail[None, :], rel, 30, 0.5)
+    np.testing.assert_array_equal(out[0], [0, 4, 0, 10, 8])
+    out = completion_allocation(sizes, avail[None, :], rel, 3, 0.5)
+    assert out.sum() == 0  # no remainder fits whole
+    rel_p = pred[None, :].copy()
+    rel_p[0, 4] = False
+    out = completion_allocation(sizes, avail[None, :], rel_p, 30, 0.5)
+    np.testing.assert_array_equal(out[0], [0, 4, 0, 10, 0])
+    assert completion_allocation(sizes, avail[None, :], rel, 30, 1.0).sum() == 0
+    # lock-step rows are independent
+    two = completion_allocation(sizes, np.stack([avail, sizes]), np.ones((2, 5), bool), 20, 0.5)
+    np.testing.assert_array_equal(two, [[0, 4, 0, 0, 8], [0, 0, 0, 0, 0]])
+    # in the design: the completed strata come first, the batch adds up, nothing beyond them
+    pa, pb = np.full(5, 0.5), np.full(5, 0.5)
+    h = np.array([1, 12, 3, 20, 9])
+    st = DesignState(
+        sizes=sizes,
+        predicted=pred,
+        n=n,
+        h=h,
+        available=avail,
+        prior_a=pa,
+        prior_b=pb,
+        metric="precision",
+    )
+    rng = np.random.default_rng(0)
+    c = make_design("posterior_variance").allocate(st, 20, rng)
+    assert c.sum() == 20 and c[1] == 4 and c[4] == 8 and c[0] == 0 and (c <= avail).all()
+    off = make_design("posterior_variance", complete=1.0).allocate(st, 20, rng)
+    assert off.sum() == 20 and off[1] < 4  # without it the unanimous stratum is left alone
+    assert make_design("posterior_variance").options() == {"defensive": 0.3, "complete": 0.5}
+    # nothing to complete: the same batch as with complete=1, for every design input
+    big = np.array([40_000, 30_000, 5_000, 3_000])
+    st = DesignState(
+        sizes=big,
+        predicted=np.array([False, False, True, True]),
+        n=np.array([100, 80, 60, 40]),
+        h=np.array([1, 2, 30, 35]),
+        available=big - np.array([100, 80, 60, 40]),
+        prior_a=np.full(4, 0.5),
+        prior_b=np.full(4, 0.5),
+        metric="f1",
+    )
+    for lam in (0.0, 0.3):
+        a = make_design("posterior_variance", defensive=lam).allocate(st, 50, rng)
+        b = make_design("posterior_variance", defensive=lam, complete=1.0).allocate(st, 50, rng)
+        np.testing.assert_array_equal(a, b)
 
 
 def test_opt_a1_memory_in_lock_step():

@@ -58,7 +58,12 @@ from ._base import (
     stratum_sd,
 )
 from ._classic import NeymanOracle, OnlineOptimal, OptA1, OptA2
-from .posterior_variance import PosteriorVariance, defensive_allocation, preposterior_variance
+from .posterior_variance import (
+    PosteriorVariance,
+    completion_allocation,
+    defensive_allocation,
+    preposterior_variance,
+)
 
 __all__ = [
     "DESIGNS",
@@ -69,6 +74,7 @@ __all__ = [
     "OptA1",
     "OptA2",
     "PosteriorVariance",
+    "completion_allocation",
     "defensive_allocation",
     "largest_remainder",
     "make_design",

@@ -1,10 +1,12 @@
 r"""The ``"posterior_variance"`` design: greedy reduction of the expected posterior variance of
-the metric, with a defensive floor of labels in every stratum the metric depends on.
+the metric, with a defensive floor of labels in every stratum the metric depends on and the
+completion of strata that are mostly labelled.
 
 References
 ----------
 Bennett & Carvalho, ``../shared/seeds/000_51972d8d13fae9c1.txt`` (the online Neyman design this
-refines); Kumar & Raj, ``../shared/seeds/003_d8c568d527ba610a.txt``, eq. 9.
+refines); Kumar & Raj, ``../shared/seeds/003_d8c568d527ba610a.txt``, eq. 9; Webber et al.,
+``../shared/seeds/002_bcc5f0faf615c660.txt`` (repeated testing is optimistic: the completion).
 """
 
 from __future__ import annotations
@@ -70,12 +72,49 @@ def _preposterior_gains(
     return np.where(m < avail[..., None], gains, -np.inf)
 
 
+def completion_allocation(
+    sizes: np.ndarray,
+    avail: np.ndarray,
+    relevant: np.ndarray,
+    labels: int,
+    share: float,
+) -> np.ndarray:
+    r"""The completing part of a batch: every remaining item of mostly labelled strata.
+
+    A relevant stratum k of which at least ``share`` of the :math:`N_k` items are labelled or
+    proposed (:math:`N_k - A_k \ge` ``share`` :math:`N_k`, :math:`A_k` the items available) and
+    that still has items gets all :math:`A_k` of them, strata with the fewest items left first
+    (ties: the lower index), as long as they fit in the batch's ``labels`` whole; a stratum whose
+    remainder does not fit is left to the design. Shape ``(R, K)``.
+
+    Why: a greedy design stops labelling a stratum once its labels look certain, which happens
+    when they are nearly unanimous; in a small stratum the few items left then hold the
+    minority far more often than the posterior says (the optional stopping of Webber et al.,
+    inside one stratum). On the real ``default`` population (10 strata per side, 1,000 labels)
+    the precision bound covered 0.880 +- 0.019 with the pooled model and 0.907 +- 0.017 with
+    the independent one (300 audits): every failure was the top predicted-positive stratum
+    (17 items) left with 2-6 items after unanimous labels. Completing it costs those few labels.
+    """
+    sizes = np.asarray(sizes, dtype=np.int64)
+    avail = np.asarray(avail, dtype=np.int64)
+    out = np.zeros(avail.shape, dtype=np.int64)
+    cand = relevant & (avail > 0) & (sizes - avail >= share * sizes)
+    if not cand.any():
+        return out
+    left = np.where(cand, avail, 0)
+    order = np.argsort(np.where(cand, avail, np.iinfo(np.int64).max), axis=-1, kind="stable")
+    ranked = np.take_along_axis(left, order, axis=-1)
+    whole = (np.cumsum(ranked, axis=-1) <= labels) * ranked
+    np.put_along_axis(out, order, whole, axis=-1)
+    return out
+
+
 def defensive_allocation(
     n: np.ndarray,
     sizes: np.ndarray,
     avail: np.ndarray,
     relevant: np.ndarray,
-    labels: int,
+    labels: int | np.ndarray,
     share: float,
 ) -> np.ndarray:
     r"""The defensive part of a batch: labels owed to strata below their guaranteed floor.
@@ -92,12 +131,14 @@ def defensive_allocation(
     proportion to their sizes); the deficits :math:`\max(t_k - n_k, 0)` are filled first,
     proportionally when they exceed the batch (largest remainder). The floor keeps every stratum
     sampled as the audit grows, so a wrong calibration curve is corrected by labels where it
-    claims ~0 positives (a model-guided design alone never looks there). Shape ``(R, K)``.
+    claims ~0 positives (a model-guided design alone never looks there). ``labels`` is the
+    batch's labels left (an int, or one per row). Shape ``(R, K)``.
     """
     rel = relevant.astype(np.float64)
     k_rel = np.maximum(rel.sum(axis=-1, keepdims=True), 1.0)
     n_rel = np.maximum((rel * sizes).sum(axis=-1, keepdims=True), 1.0)
-    total = n.sum(axis=-1, keepdims=True) + labels
+    labels = np.asarray(labels, dtype=np.int64)
+    total = n.sum(axis=-1, keepdims=True) + (labels[..., None] if labels.ndim else labels)
     t = np.floor(share * total * rel * (0.5 / k_rel + 0.5 * sizes / n_rel))
     deficit = np.clip(np.minimum(t, sizes) - n, 0, avail).astype(np.int64)
     d_tot = np.minimum(deficit.sum(axis=-1), labels)
@@ -160,6 +201,18 @@ class PosteriorVariance(_ManyDesign):
     covered 0.58-0.61 on flat and uninformative scores at 2 % prevalence; ``defensive=0``
     restores the pure greedy design.
 
+    **Completion** (``complete``, default 0.5; session 31): first of all, a stratum the metric
+    depends on of which at least that share is labelled or proposed gets all its remaining
+    items, when they fit in the batch (:func:`completion_allocation`). The greedy rule stops
+    labelling a stratum once its labels look certain, i.e. when they happen to be nearly
+    unanimous, and the few items a small stratum then keeps hold its minority more often than any
+    posterior says: on the real ``default`` population the 95 % precision bound covered 0.88-0.91
+    at 1,000 labels (both models) and 1.000 with the completion, which never changed the battery's
+    coverage (``benchmarks/results/bench_pooled.txt``, session 31). ``complete=1`` switches it
+    off. It never acts in a stratum larger than the audit's budget plus one batch (its
+    remainder would not fit in a batch before the budget is spent), nor in one larger than
+    twice the budget.
+
     Examples
     --------
     Precision ignores the predicted negatives (stratum 0); of the two predicted-positive strata
@@ -184,21 +237,28 @@ class PosteriorVariance(_ManyDesign):
 
     name = "posterior_variance"
 
-    def __init__(self, *, defensive: float = 0.3, **unknown: Any) -> None:
+    def __init__(self, *, defensive: float = 0.3, complete: float = 0.5, **unknown: Any) -> None:
         if unknown:
             raise TypeError(
-                "design 'posterior_variance' takes only the option 'defensive'; got "
-                f"{sorted(unknown)}"
+                "design 'posterior_variance' takes only the options 'defensive' and 'complete'; "
+                f"got {sorted(unknown)}"
             )
         ok = isinstance(defensive, (int, float)) and not isinstance(defensive, bool)
         if not ok or not 0.0 <= float(defensive) < 1.0:
             raise ValueError(
                 f"defensive={defensive!r} is not allowed; allowed: a fraction in [0, 1)"
             )
+        ok = isinstance(complete, (int, float)) and not isinstance(complete, bool)
+        if not ok or not 0.0 < float(complete) <= 1.0:
+            raise ValueError(
+                f"complete={complete!r} is not allowed; allowed: a fraction in (0, 1] "
+                "(1: never complete a stratum)"
+            )
         self.defensive = float(defensive)
+        self.complete = float(complete)
 
     def options(self) -> dict[str, Any]:
-        return {"defensive": self.defensive}
+        return {"defensive": self.defensive, "complete": self.complete}
 
     def allocate_many(
         self, state: DesignState, batch_size: int, rng: np.random.Generator
@@ -219,11 +279,12 @@ class PosteriorVariance(_ManyDesign):
         g = metric_gradient(state.metric, sizes, state.predicted, mean_pos)
         if batch_size == 0:
             return np.zeros(n.shape, dtype=np.int64)
+        rel = np.where((g != 0).any(axis=-1, keepdims=True), g != 0, True)
+        out = completion_allocation(sizes, avail, rel, batch_size, self.complete)
         if self.defensive > 0:
-            rel = np.where((g != 0).any(axis=-1, keepdims=True), g != 0, True)
-            out = defensive_allocation(n, sizes, avail, rel, batch_size, self.defensive)
-        else:
-            out = np.zeros(n.shape, dtype=np.int64)
+            out = out + defensive_allocation(
+                n + out, sizes, avail - out, rel, batch_size - out.sum(axis=-1), self.defensive
+            )
         left = batch_size - out.sum(axis=-1)  # (R,)
         steps = int(min(batch_size, max(int(avail.max()), 1)))
         gains = _preposterior_gains(g, mu, s, scale, avail, steps, out)
