@@ -31,8 +31,10 @@ populations instead (:data:`heldout_populations.BLIND_GROUPS`: the classifier tr
 the positives of one subgroup, which the scores then put among the negatives); ``--widened``
 the widened topics (:data:`heldout_populations.WIDENED`: a second real outcome the classifier
 never saw joins the positives, which then spread over the negatives' scores), each at its
-natural prevalence, at 2 % and as a needle. Population names: ``NAME``, ``blind B``,
-``widened W``, each optionally prefixed by ``needle `` or ``2% `` (any percentage).
+natural prevalence, at 2 % and as a needle; ``--fresh`` the second held-out group
+(:data:`heldout_populations.FRESH`, session 32: six more populations, defined and committed
+before any audit ran on them). Population names: ``NAME``, ``blind B``, ``widened W``, each
+optionally prefixed by ``needle `` or ``2% `` (any percentage).
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ from bench_pooled import (
 )
 from heldout_populations import (
     BLIND_GROUPS,
+    FRESH,
     SOURCES,
     WIDENED,
     at_prevalence,
@@ -304,7 +307,7 @@ def _recipe(name: str) -> Callable[[], LabelledPopulation]:
         if not 0.0 < prevalence < 1.0:
             raise ValueError(f"population {name!r}: {first!r} is no percentage in (0, 100)")
         base = rest
-    if base in SOURCES:
+    if base in SOURCES or base in FRESH:
         make = partial(build, base)
     elif base.startswith("blind ") and base.removeprefix("blind ") in BLIND_GROUPS:
         make = partial(build, base.removeprefix("blind "), blind=True)
@@ -312,7 +315,8 @@ def _recipe(name: str) -> Callable[[], LabelledPopulation]:
         make = partial(widened, base.removeprefix("widened "))
     else:
         raise ValueError(
-            f"population {name!r} is unknown; allowed: {', '.join(SOURCES)}, 'blind B' with B one "
+            f"population {name!r} is unknown; allowed: {', '.join([*SOURCES, *FRESH])}, 'blind B' "
+            "with B one "
             f"of {', '.join(BLIND_GROUPS)}, 'widened W' with W one of {', '.join(WIDENED)}; "
             "each optionally prefixed by 'needle ' or 'P% '"
         )
@@ -337,6 +341,12 @@ def main() -> None:
         action="store_true",
         help="the widened topics instead (heldout_populations.WIDENED): natural prevalence, 2 %% "
         "and needle",
+    )
+    ap.add_argument(
+        "--fresh",
+        action="store_true",
+        help="the fresh held-out group instead (heldout_populations.FRESH, session 32: defined "
+        "and committed before its first run): natural prevalence and needle",
     )
     ap.add_argument("--budgets", type=int, nargs="+", default=[300, 1000])
     ap.add_argument(
@@ -431,9 +441,17 @@ def main() -> None:
         f"{'OASIS':>7} {'ratio':>10}"
     )
     t_start = time.perf_counter()
-    if args.blind and args.widened:
-        ap.error("--blind and --widened: choose one")
-    kinds = BLIND_GROUPS if args.blind else WIDENED if args.widened else SOURCES
+    if args.blind + args.widened + args.fresh > 1:
+        ap.error("--blind, --widened and --fresh: choose one")
+    kinds = (
+        BLIND_GROUPS
+        if args.blind
+        else WIDENED
+        if args.widened
+        else FRESH
+        if args.fresh
+        else SOURCES
+    )
     for name in args.only or kinds:
         if name not in kinds:
             ap.error(f"--only: population {name!r} is not one of {', '.join(kinds)}")

@@ -11,7 +11,11 @@ builds a *widened topic* (:data:`WIDENED`, session 23): the positives are those 
 the classifier was trained for *or* of a second real outcome it never saw and whose defining
 feature it does not read, so those positives spread over the negatives' scores (a floor under
 the positive rate, the shape of ``datasets.synthetic(miscalibration="blind_spot")``), and
-:func:`at_prevalence` thins the positives of any population. A module of its own so that
+:func:`at_prevalence` thins the positives of any population. :data:`FRESH` (session 32) is a
+second held-out group, committed before any audit ran on it: ``AER`` Fertility (a third child;
+a weak classifier, AUC 0.62), ``openintro`` military (female; a seeded 400,000 of 1.4 million
+rows, 752 distinct scores), ``sampleSelection`` nlswork (union member), ``AER`` CPS1988
+(African-American, 8 %), ``survival`` nafld1 (died) and ``Ecdat`` DoctorContacts (no visit). A module of its own so that
 ``bench_heldout.py`` and ``bench_pooled.py`` (its NUTS case) can both use it.
 """
 
@@ -25,6 +29,7 @@ from bayes_eval.datasets import LabelledPopulation, _f1_threshold, _logistic_irl
 
 __all__ = [
     "BLIND_GROUPS",
+    "FRESH",
     "NEEDLE_POSITIVES",
     "SOURCES",
     "TRAIN_FRACTION",
@@ -188,6 +193,96 @@ SOURCES = {
 }
 
 
+# ----- The fresh group (session 32): defined and committed before its first run ---------------
+
+
+def _fertility() -> tuple[pd.DataFrame, np.ndarray, str]:
+    d = _rdata("AER", "Fertility")
+    y = (d["morekids"] == "yes").to_numpy()
+    num = pd.DataFrame(
+        {
+            "age": d["age"].astype(float),
+            "work": d["work"].astype(float),
+            "same_sex": (d["gender1"] == d["gender2"]).astype(float),
+        }
+    )
+    x = pd.concat([num, _one_hot(d, ["gender1", "gender2", "afam", "hispanic", "other"])], axis=1)
+    return x, y, "AER Fertility (1980 census, mothers of two or more); target a third child"
+
+
+#: rows of openintro military kept (a seeded subsample of its 1,414,593)
+MILITARY_ROWS = 400_000
+
+
+def _military() -> tuple[pd.DataFrame, np.ndarray, str]:
+    d = _rdata("openintro", "military")
+    rows = np.random.default_rng(0).choice(len(d), MILITARY_ROWS, replace=False)
+    d = d.iloc[np.sort(rows)].reset_index(drop=True)
+    y = (d["gender"] == "female").to_numpy()
+    num = pd.DataFrame({"rank": d["rank"].astype(float)})
+    x = pd.concat([num, _one_hot(d, ["grade", "branch", "race", "hisp"])], axis=1)
+    return x, y, f"openintro military (US active duty 2010, {MILITARY_ROWS:,} rows); target female"
+
+
+def _nlswork() -> tuple[pd.DataFrame, np.ndarray, str]:
+    d = _rdata("sampleSelection", "nlswork")
+    d = d[d["union"].notna()].reset_index(drop=True)
+    y = (d["union"] == 1).to_numpy()
+    cols = ["year", "age", "grade", "collgrad", "msp", "nev_mar", "not_smsa", "c_city", "south"]
+    cols += ["ttl_exp", "tenure", "hours", "wks_ue", "ln_wage"]
+    num = d[cols].astype(float)
+    num = num.fillna(num.median())
+    x = pd.concat([num, _one_hot(d, ["race", "ind_code", "occ_code"])], axis=1)
+    return x, y, "sampleSelection nlswork (NLS young women 1968-88); target union member"
+
+
+def _cps1988() -> tuple[pd.DataFrame, np.ndarray, str]:
+    d = _rdata("AER", "CPS1988")
+    y = (d["ethnicity"] == "afam").to_numpy()
+    num = pd.DataFrame(
+        {
+            "wage": np.log(d["wage"].astype(float)),
+            "education": d["education"].astype(float),
+            "experience": d["experience"].astype(float),
+            "experience2": d["experience"].astype(float) ** 2 / 100.0,
+        }
+    )
+    x = pd.concat([num, _one_hot(d, ["smsa", "region", "parttime"])], axis=1)
+    return x, y, "AER CPS1988 (March 1988 CPS, men); target African-American"
+
+
+def _nafld() -> tuple[pd.DataFrame, np.ndarray, str]:
+    d = _rdata("survival", "nafld1")
+    y = (d["status"] == 1).to_numpy()
+    num = d[["age", "male", "weight", "height", "bmi"]].astype(float)
+    num = num.fillna(num.median())
+    num["nafld"] = d["case.id"].notna().astype(float)  # a NAFLD case or its control
+    return num, y, "survival nafld1 (Olmsted County NAFLD cohort); target died during follow-up"
+
+
+def _doctor() -> tuple[pd.DataFrame, np.ndarray, str]:
+    d = _rdata("Ecdat", "DoctorContacts")
+    y = (d["mdu"] == 0).to_numpy()
+    cols = ["lc", "lpi", "fmde", "ndisease", "linc", "lfam", "educdec", "age"]
+    num = d[cols].astype(float)
+    for flag in ("idp", "physlim", "child", "black"):
+        num[flag] = d[flag].astype(float)
+    x = pd.concat([num, _one_hot(d, ["health", "sex"])], axis=1)
+    return x, y, "Ecdat DoctorContacts (RAND health insurance experiment); target no doctor visit"
+
+
+#: name -> (features builder, classifier): a second held-out group, defined and committed
+#: (session 32) before any audit ran on it, so that no choice of the package was made on it
+FRESH = {
+    "fertility": (_fertility, "logistic"),
+    "military": (_military, "boosted"),
+    "nlswork_union": (_nlswork, "boosted"),
+    "cps1988_afam": (_cps1988, "logistic"),
+    "nafld_death": (_nafld, "boosted"),
+    "doctor_none": (_doctor, "logistic"),
+}
+
+
 #: name -> the one-hot feature whose positives :func:`build` ``(blind=True)`` keeps out of the
 #: classifier's training part: a sub-topic it never saw (15-32 % of the positives)
 BLIND_GROUPS = {
@@ -199,7 +294,8 @@ BLIND_GROUPS = {
 
 
 def build(name: str, seed: int = 0, blind: bool = False) -> LabelledPopulation:
-    """The held-out population ``name`` at its natural prevalence.
+    """The held-out population ``name`` (of :data:`SOURCES` or :data:`FRESH`) at its natural
+    prevalence.
 
     With ``blind=True`` (``name`` in :data:`BLIND_GROUPS`) the classifier is trained without the
     positives of one subgroup (its negatives stay): a real *blind spot*. The classifier reads
@@ -210,7 +306,7 @@ def build(name: str, seed: int = 0, blind: bool = False) -> LabelledPopulation:
     too makes no blind spot on three of the four: the subgroup's positives share the other
     positives' features.) The population (the other 70 %) is the same items.
     """
-    make, kind = SOURCES[name]
+    make, kind = SOURCES[name] if name in SOURCES else FRESH[name]
     frame, y, source = make()
     group = frame[BLIND_GROUPS[name]].to_numpy() == 1 if blind else None
     x = frame.to_numpy(dtype=np.float64)
