@@ -15,8 +15,9 @@ the positive rate, the shape of ``datasets.synthetic(miscalibration="blind_spot"
 second held-out group, committed before any audit ran on it: ``AER`` Fertility (a third child;
 a weak classifier, AUC 0.62), ``openintro`` military (female; a seeded 400,000 of 1.4 million
 rows, 752 distinct scores), ``sampleSelection`` nlswork (union member), ``AER`` CPS1988
-(African-American, 8 %), ``survival`` nafld1 (died) and ``Ecdat`` DoctorContacts (no visit). A module of its own so that
-``bench_heldout.py`` and ``bench_pooled.py`` (its NUTS case) can both use it.
+(African-American, 8 %), ``survival`` nafld1 (died) and ``Ecdat`` DoctorContacts (no visit).
+A module of its own so that ``bench_heldout.py`` and ``bench_pooled.py`` (its NUTS case) can
+both use it.
 """
 
 from __future__ import annotations
