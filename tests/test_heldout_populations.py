@@ -108,3 +108,22 @@ def test_the_floor_keeps_a_real_widened_topics_recall_bound():
         cover[name] = float(np.mean(res[1000][0][:, 1]))
     assert cover["floor"] >= 0.93 - 3 * 0.0208, cover
     assert cover["none"] <= 0.75, cover
+
+
+def test_the_fresh_group_builds_and_its_names_are_accepted():
+    """Session 32's fresh held-out group (``heldout_populations.FRESH``, ``bench_heldout.py
+    --fresh``): every name is accepted, prefixed or not, and a needle keeps every negative."""
+    from bench_heldout import _recipe
+    from heldout_populations import FRESH, build, needle
+
+    for name in FRESH:
+        for full in (name, f"needle {name}", f"2% {name}"):
+            _recipe(full)  # checked without building
+    base = build("nafld_death")
+    truth = np.asarray(base.truth, dtype=bool)
+    assert 0.05 < truth.mean() < 0.1
+    thin = needle(base)
+    thin_truth = np.asarray(thin.truth, dtype=bool)
+    assert thin_truth.sum() == 40
+    assert (~thin_truth).sum() == (~truth).sum()
+    assert thin.name == "needle nafld_death"
