@@ -244,6 +244,28 @@ def test_unknown_id_and_bad_columns_are_refused(started, tmp_path):
     assert_user_error(run("record", audit, tmp_path / "m.csv"), "required: id,label")
 
 
+def test_an_id_is_matched_exactly_as_written_never_trimmed(started, tmp_path):
+    """Session 32: ``" doc-00042"`` is not ``"doc-00042"`` (the labels reader used to trim every
+    value, ids included: a guess). Labels may carry spaces; ids may not, in CSV or JSON Lines."""
+    audit, batch, truth = started
+    ids = list(batch["id"])
+    labels = [int(truth[i]) for i in ids]
+    before = _ledger_bytes(audit)
+    written = [f" {ids[0]}", *ids[1:]]
+    pd.DataFrame({"id": written, "label": labels}).to_csv(tmp_path / "l.csv", index=False)
+    assert_user_error(run("record", audit, tmp_path / "l.csv"), f"unknown id ' {ids[0]}'")
+    lines = [json.dumps({"id": i, "label": v}) for i, v in zip(ids, labels, strict=True)]
+    lines[1] = json.dumps({"id": f"{ids[1]} ", "label": labels[1]})
+    (tmp_path / "l.jsonl").write_text("\n".join(lines) + "\n")
+    assert_user_error(run("record", audit, tmp_path / "l.jsonl"), f"unknown id '{ids[1]} '")
+    assert _ledger_bytes(audit) == before
+    spaced = [f" {v} " for v in labels]
+    pd.DataFrame({"id": ids, "label": spaced}).to_csv(tmp_path / "ok.csv", index=False)
+    res = run("record", audit, tmp_path / "ok.csv")
+    assert res.exit_code == 0, res.output
+    assert f"recorded {len(ids)} new label(s)" in res.output
+
+
 def test_changed_population_file_is_refused(started, parquet_file, population_frame):
     audit, _, _ = started
     frame = population_frame[0].copy()

@@ -10,7 +10,8 @@ label (column ``label``, or ``--label-col``) and optionally who labelled it
   labels may be 0, 1, true or false, ids strings or integers.
 
 Everything is validated before anything is recorded; an error names the file, the line, the
-column (as the flag that chose it) and the bad value.
+column (as the flag that chose it) and the bad value. Ids are matched exactly as written, spaces
+included (``" doc-7"`` is not ``"doc-7"``); labels and column names may carry surrounding spaces.
 """
 
 from __future__ import annotations
@@ -187,9 +188,9 @@ def read_labels(
         raise UserError(f"labels file {str(path)!r} has no rows")
     first_line = 1 if fmt == "jsonl" else 2
 
-    def column(name: str) -> list[str]:
+    def column(name: str, *, exact: bool = False) -> list[str]:
         k = cols.index(name)
-        return [row[k].strip() for row in rows]
+        return [row[k] if exact else row[k].strip() for row in rows]
 
     raw_labels = column(label_col)
     for i, value in enumerate(raw_labels):
@@ -199,7 +200,7 @@ def read_labels(
                 "allowed; allowed: 0 or 1"
             )
     labels = np.fromiter((v == "1" for v in raw_labels), dtype=np.uint8, count=len(raw_labels))
-    raw_ids = column(id_col)
+    raw_ids = column(id_col, exact=True)  # never trimmed: an id is exactly what is written
     for i, value in enumerate(raw_ids):
         if value == "":
             raise UserError(f"labels file {str(path)!r} line {i + first_line}: empty id")
