@@ -94,6 +94,25 @@ def test_init_suggests_a_first_batch_within_the_budget(parquet_file, tmp_path):
     assert "-n 20 --out batch.csv" in res.stdout
 
 
+def test_init_says_how_the_pooled_model_reads_the_scores(population_frame, tmp_path):
+    """Session 32: one score outside [0, 1] makes the pooled model read every score as a margin
+    (no calibration anchor); ``init`` says which reading it took, and the range."""
+    frame, _ = population_frame
+    frame.to_parquet(tmp_path / "p.parquet")
+    res = _init(tmp_path / "a", tmp_path / "p.parquet", "--model", "pooled")
+    assert res.exit_code == 0, res.output
+    assert "scores read as probabilities (all within [0, 1]" in flat(res.stdout)
+    odd = frame.copy()
+    odd.loc[7, "p"] = 1.5
+    odd.to_parquet(tmp_path / "m.parquet")
+    res = _init(tmp_path / "b", tmp_path / "m.parquet", "--model", "pooled")
+    assert res.exit_code == 0, res.output
+    assert "scores read as margins (range" in flat(res.stdout)
+    assert "to 1.5, not within [0, 1])" in flat(res.stdout)
+    res = _init(tmp_path / "c", tmp_path / "p.parquet", "--model", "independent")
+    assert "scores read as" not in res.stdout
+
+
 def _label(batch_csv, truth, out_csv):
     batch = pd.read_csv(batch_csv, dtype={"id": str})
     pd.DataFrame({"id": batch["id"], "label": [truth[i] for i in batch["id"]]}).to_csv(

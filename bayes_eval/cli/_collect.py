@@ -221,6 +221,8 @@ def init(
         f"model {model}, seed {seed}"
     )
     out.print(f"population {source['path']} sha256 {source['sha256'][:16]}…")
+    if model == "pooled":
+        out.print(_score_reading(st))
     claim = (
         f"{metric} >= {target:g} at level {level:g}"
         if target is not None
@@ -232,6 +234,26 @@ def init(
     )
     first = min(batch_size, budget)  # a budget below one batch cuts the first batch
     out.print(f"next: bayes-eval next {audit_dir} -n {first} --out batch.csv")
+
+
+def _score_reading(strata) -> str:
+    """How the pooled model reads the scores (``models._profile.resolve_kind``), said at ``init``
+    because one score outside [0, 1] turns probabilities into margins without a calibration
+    anchor."""
+    import numpy as np
+
+    from ..models._profile import resolve_kind
+
+    lo, hi = float(np.min(strata.score_min)), float(np.max(strata.score_max))
+    if resolve_kind("auto", lo, hi) == "probability":
+        return (
+            f"scores read as probabilities (all within [0, 1]: {lo:.4g} to {hi:.4g}); the pooled "
+            "model anchors its calibration curve at each side's mean score"
+        )
+    return (
+        f"scores read as margins (range {lo:.4g} to {hi:.4g}, not within [0, 1]); the pooled "
+        "model learns their calibration from the labels alone (no anchor)"
+    )
 
 
 # ------------------------------------------------------------------------------ next
