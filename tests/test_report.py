@@ -123,6 +123,7 @@ def test_disclosure_block_lists_what_reproduces_the_claim(material, html_report)
     ):
         assert key in d, key
     assert d["prior"] == "jeffreys"
+    assert "scores read as" not in d
     assert d["looks taken"] == "20"
     assert d["seed"] == "123"
     assert d["correction"].startswith("sequential correction: nominal")
@@ -398,3 +399,6 @@ def test_disclosure_says_how_many_strata_were_asked_and_made():
     rep = build_report(post, figures=False)
     made = "63 (equal_size on score)"
     assert rep.disclosure["strata"] == f"{made}; asked 50 / 50 per side (neg / pos)"
+    # session 32: the pooled model's reading of the scores is disclosed (the independent model
+    # does not read them: no entry)
+    assert rep.disclosure["scores read as"].startswith("probabilities (the calibration curve")

@@ -178,6 +178,14 @@ def has_correction(cert: Any) -> bool:
     return not str(value).startswith("none")
 
 
+#: the pooled model's reading of the scores (its ``score_kind``), as the disclosure says it
+_SCORE_READINGS = {
+    "probability": "probabilities (the calibration curve anchored at each side's mean score)",
+    "margin": "margins (not all within [0, 1]: the calibration learnt from the labels alone)",
+    "constant": "one constant score (no information in the scores)",
+}
+
+
 def disclosure_entries(
     post: Any,
     audit: Any,
@@ -214,6 +222,9 @@ def disclosure_entries(
     d["design"] = design
     d["prior"] = post.prior
     d["model"] = post.model
+    kind = attrs.get("score_kind")  # the pooled model's reading of the scores
+    if kind is not None:
+        d["scores read as"] = _SCORE_READINGS.get(kind, kind)
     d["finite population"] = post.finite_population
     d["Monte Carlo draws"] = post.n_draws
     d["labels used"] = post.n_labels
