@@ -111,6 +111,14 @@ def test_init_says_how_the_pooled_model_reads_the_scores(population_frame, tmp_p
     assert "to 1.5, not within [0, 1])" in flat(res.stdout)
     res = _init(tmp_path / "c", tmp_path / "p.parquet", "--model", "independent")
     assert "scores read as" not in res.stdout
+    flat_scores = frame.assign(p=0.25)
+    flat_scores.to_parquet(tmp_path / "f.parquet")
+    res = _init(
+        tmp_path / "d", tmp_path / "f.parquet", "--model", "pooled", "--threshold", "0.2",
+        "--strata", "1",
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "every score is 0.25: the scores carry no information" in flat(res.stdout)
 
 
 def _label(batch_csv, truth, out_csv):

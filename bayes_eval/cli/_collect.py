@@ -245,6 +245,8 @@ def _score_reading(strata) -> str:
     from ..models._profile import resolve_kind
 
     lo, hi = float(np.min(strata.score_min)), float(np.max(strata.score_max))
+    if lo == hi:
+        return f"every score is {lo:.4g}: the scores carry no information (the labels alone speak)"
     if resolve_kind("auto", lo, hi) == "probability":
         return (
             f"scores read as probabilities (all within [0, 1]: {lo:.4g} to {hi:.4g}); the pooled "
