@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -119,6 +120,26 @@ def test_init_says_how_the_pooled_model_reads_the_scores(population_frame, tmp_p
     )  # fmt: skip
     assert res.exit_code == 0, res.output
     assert "every score is 0.25: the scores carry no information" in flat(res.stdout)
+    # session 33: ``status`` says it too (text and JSON), for the pooled model only; the
+    # constant scores' warning is one ``warning:`` line, not Python's file-and-source format
+    for audit, reading in (("a", "probabilities (the"), ("b", "margins (not all"), ("d", "one ")):
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            res = run("status", str(tmp_path / audit))
+            assert res.exit_code == 0, res.output
+            assert f"scores read as {reading}" in flat(res.stdout)
+            res = run("status", str(tmp_path / audit), "--json")
+        assert json.loads(res.stdout)["scores_read_as"].startswith(reading)
+        if audit == "d":
+            assert res.stderr.splitlines() == [
+                "warning: pooled model: every score is equal: the scores carry no information, "
+                "so rates are pooled within each predicted side (UninformativeScoresWarning)"
+            ]
+        else:
+            assert res.stderr == ""
+    res = run("status", str(tmp_path / "c"), "--json")
+    assert json.loads(res.stdout)["scores_read_as"] is None
+    assert "scores read as" not in run("status", str(tmp_path / "c")).stdout
 
 
 def _label(batch_csv, truth, out_csv):

@@ -12,6 +12,7 @@ import functools
 import os
 import re
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -205,7 +206,9 @@ def _command(func: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return func(*args, **kwargs)
+            with warnings.catch_warnings():  # restores the hook afterwards
+                warnings.showwarning = _show_warning
+                return func(*args, **kwargs)
         except _USER_ERRORS as exc:
             typer.echo(f"error: {_one_line(exc)}", err=True)
             raise typer.Exit(code=1) from None
@@ -221,6 +224,19 @@ def _command(func: Callable[..., Any]) -> Callable[..., Any]:
             raise typer.Exit(code=1) from None
 
     return wrapper
+
+
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
+    """A warning as one ``warning:`` line on stderr (its class named), never the package's file
+    and source line that Python's default format prints."""
+    typer.echo(f"warning: {' '.join(str(message).split())} ({category.__name__})", err=True)
 
 
 def _console(stderr: bool = False) -> Any:

@@ -152,6 +152,17 @@ def _pooled_draws(audit: Any) -> MetricDraws:
     )
 
 
+def _score_reading(audit: Any) -> str | None:
+    """How the pooled model reads the audit's scores (its profile's ``kind``, as the report's
+    disclosure block says it); None for the other models, which do not read the scores."""
+    if audit.model != "pooled":
+        return None
+    from ..models._profile import SCORE_READINGS, score_profile_of
+
+    kind = score_profile_of(audit.strata).kind
+    return SCORE_READINGS.get(kind, kind)
+
+
 def _claim_json(opened: _Opened) -> Any:
     claim = opened.audit.claim
     return None if claim is None else claim.to_dict()
@@ -185,6 +196,7 @@ def status(
             "claim_matches": claim_matches(audit.claim, opened.metric, target, level),
         }
     _look("status", opened, None, **rule)
+    reading = _score_reading(audit)
     if as_json:
         dump_json(
             {
@@ -201,6 +213,7 @@ def status(
                     else opened.meta["prior"]
                 ),
                 "model": audit.model,
+                "scores_read_as": reading,
                 "metrics": metrics_json(post, level),
                 "prior_only": list(post.prior_only),
                 "rule": None
@@ -227,6 +240,8 @@ def status(
         f"{opened.meta['design']}, prior {prior_label(audit.model, opened.meta['prior'])}, "
         f"model {audit.model}"
     )
+    if reading is not None:
+        out.print(f"scores read as {reading}")
     pending = len(audit.pending)
     if pending:
         out.print(f"{pending} item(s) proposed but not labelled yet (record them any time)")

@@ -29,6 +29,7 @@ from .._protocols import StrataLike
 
 __all__ = [
     "SCORE_KINDS",
+    "SCORE_READINGS",
     "CovariateGrid",
     "ScoreProfile",
     "covariate",
@@ -40,6 +41,14 @@ __all__ = [
 
 #: values of ``kind`` accepted by :func:`score_profile` (``"constant"`` is detected, never asked)
 SCORE_KINDS: tuple[str, ...] = ("auto", "probability", "margin")
+
+#: how the pooled model reads the scores (a profile's ``kind``), as ``status`` and the report's
+#: disclosure block say it
+SCORE_READINGS: dict[str, str] = {
+    "probability": "probabilities (the calibration curve anchored at each side's mean score)",
+    "margin": "margins (not all within [0, 1]: the calibration learnt from the labels alone)",
+    "constant": "one constant score (no information in the scores)",
+}
 
 #: probabilities are clipped to [CLIP, 1 - CLIP] before the logit (logit range +-20.7)
 CLIP = 1e-9

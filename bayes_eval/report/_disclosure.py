@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from ..models._profile import SCORE_READINGS
+
 __all__ = [
     "certification_rows",
     "correction_entries",
@@ -178,14 +180,6 @@ def has_correction(cert: Any) -> bool:
     return not str(value).startswith("none")
 
 
-#: the pooled model's reading of the scores (its ``score_kind``), as the disclosure says it
-_SCORE_READINGS = {
-    "probability": "probabilities (the calibration curve anchored at each side's mean score)",
-    "margin": "margins (not all within [0, 1]: the calibration learnt from the labels alone)",
-    "constant": "one constant score (no information in the scores)",
-}
-
-
 def disclosure_entries(
     post: Any,
     audit: Any,
@@ -224,7 +218,7 @@ def disclosure_entries(
     d["model"] = post.model
     kind = attrs.get("score_kind")  # the pooled model's reading of the scores
     if kind is not None:
-        d["scores read as"] = _SCORE_READINGS.get(kind, kind)
+        d["scores read as"] = SCORE_READINGS.get(kind, kind)
     d["finite population"] = post.finite_population
     d["Monte Carlo draws"] = post.n_draws
     d["labels used"] = post.n_labels
