@@ -369,8 +369,12 @@ def speed(repeat=15):
         print(f"{k:>5} {mp:>10.1f} {mf:>8.1f} {mi:>9.1f} {mp / mi:>7.2f}", flush=True)
 
 
-def run_oasis(lp, seeds, budget=1000):
-    """OASIS 0.1.3 (F1, alpha = 0.5) with 64 cumulative-sqrt(F) strata on probabilities."""
+def run_oasis(lp, seeds, budget=1000, n_bins=None, strata_out=None):
+    """OASIS 0.1.3 (F1, alpha = 0.5) with 64 cumulative-sqrt(F) strata on probabilities.
+
+    ``n_bins``: the score histogram cum-sqrt(F) cuts (default OASIS's own, Freedman-Diaconis;
+    where that has fewer than 64 bins OASIS makes fewer strata, ``bench_oasis_histogram.py``).
+    ``strata_out``: a list that receives the number of strata OASIS made, per seed."""
     import scipy
 
     scipy.percentile = np.percentile  # oasis 0.1.3 calls the removed scipy aliases
@@ -394,9 +398,12 @@ def run_oasis(lp, seeds, budget=1000):
                 max_iter=400_000,
                 stratification_method="cum_sqrt_F",
                 stratification_n_strata=64,
+                **({} if n_bins is None else {"stratification_n_bins": n_bins}),
             )
             smp.sample_distinct(budget)
         out.append(float(smp.estimate_[-1]))
+        if strata_out is not None:
+            strata_out.append(int(smp.strata.n_strata_))
     return np.array(out)
 
 
