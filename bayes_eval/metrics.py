@@ -162,14 +162,20 @@ def resolve_metrics(
                 f"metrics contains {name!r}; allowed: " + ", ".join(repr(m) for m in METRICS)
             )
         m = METRICS[name]
-        if m.needs_predicted_positive and not has_predicted_positive:
-            raise ValueError(
-                f"metric {name!r} is undefined: the population has no predicted positives"
-            )
-        if m.needs_predicted_negative and not has_predicted_negative:
-            raise ValueError(
-                f"metric {name!r} is undefined: the population has no predicted negatives"
-            )
+        for needs, has, side in (
+            (m.needs_predicted_positive, has_predicted_positive, "positives"),
+            (m.needs_predicted_negative, has_predicted_negative, "negatives"),
+        ):
+            if needs and not has:
+                defined = resolve_metrics(
+                    None,
+                    has_predicted_positive=has_predicted_positive,
+                    has_predicted_negative=has_predicted_negative,
+                )
+                raise ValueError(
+                    f"metric {name!r} is undefined: the population has no predicted {side}; "
+                    f"allowed here: {', '.join(defined)}"
+                )
         if name not in out:
             out.append(name)
     return tuple(out)

@@ -506,3 +506,15 @@ def test_replay_detects_a_design_that_no_longer_reproduces(tmp_path, audit_setup
     assert same.n_labels == 30
     with pytest.raises(LedgerError, match="now allocates"):
         be.Audit.open(tmp_path / "s", pop, strata=strata, design=_Switchable(1))
+
+
+def test_audit_refuses_a_metric_the_population_cannot_define():
+    """Session 33: as ``estimate`` does, not at the first look: precision with nothing predicted
+    positive (a threshold above every score) is refused by name, with the metrics allowed."""
+    scores = np.random.default_rng(0).random(500)
+    pop = be.Population(scores, threshold=7.0)
+    strata = be.stratify(pop, n_strata=4)
+    with pytest.raises(ValueError, match=r"metric 'precision' is undefined: the population has "
+                       r"no predicted positives; allowed here: recall, f1"):  # fmt: skip
+        be.Audit(pop, strata=strata, metric="precision")
+    assert be.Audit(pop, strata=strata, metric="f1").metric == "f1"

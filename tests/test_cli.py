@@ -142,6 +142,29 @@ def test_init_says_how_the_pooled_model_reads_the_scores(population_frame, tmp_p
     assert "scores read as" not in run("status", str(tmp_path / "c")).stdout
 
 
+def test_init_refuses_a_metric_the_threshold_leaves_undefined(parquet_file, tmp_path):
+    """Session 33: ``--threshold 7`` on probabilities predicts nothing positive, so precision is
+    undefined: one error line naming the flags, the highest score and what is allowed, and no
+    directory. A metric that stays defined (F1, then 0 once any positive exists) is created with
+    a one-line warning on stderr."""
+    base = ("--scores", parquet_file, "--score-col", "p", "--id-col", "doc")
+    res = run("init", tmp_path / "a", *base, "--threshold", "7", "--metric", "precision")
+    assert_user_error(
+        res,
+        r"--metric precision is undefined: no item is predicted positive \(--threshold 7 is "
+        r"above every score, the highest 0\.\d+\); allowed: a --threshold at or below 0\.\d+, "
+        r"or --metric recall, f1",
+    )
+    assert not (tmp_path / "a").exists()
+    res = run("init", tmp_path / "b", *base, "--threshold", "0", "--metric", "npv")
+    assert_user_error(res, r"--metric npv is undefined: no item is predicted negative")
+    assert not (tmp_path / "b").exists()
+    res = run("init", tmp_path / "c", *base, "--threshold", "7", "--metric", "f1")
+    assert res.exit_code == 0, res.output
+    assert res.stderr.startswith("warning: no item is predicted positive (--threshold 7 is")
+    assert len(res.stderr.strip().splitlines()) == 1
+
+
 def _label(batch_csv, truth, out_csv):
     batch = pd.read_csv(batch_csv, dtype={"id": str})
     pd.DataFrame({"id": batch["id"], "label": [truth[i] for i in batch["id"]]}).to_csv(

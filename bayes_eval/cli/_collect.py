@@ -172,6 +172,7 @@ def init(
     source["fingerprint"] = pop.fingerprint()
     source["size"] = int(pop.size)
     st = stratify(pop, method=method, n_strata=strata, rng=seed)
+    empty_side = _check_sides(metric, st, threshold, prediction_col)
     created = not audit_dir.exists()
     audit = None
     try:
@@ -223,6 +224,8 @@ def init(
     out.print(f"population {source['path']} sha256 {source['sha256'][:16]}…")
     if model == "pooled":
         out.print(_score_reading(st))
+    if empty_side is not None:
+        typer.echo(f"warning: {empty_side}", err=True)
     claim = (
         f"{metric} >= {target:g} at level {level:g}"
         if target is not None
@@ -234,6 +237,50 @@ def init(
     )
     first = min(batch_size, budget)  # a budget below one batch cuts the first batch
     out.print(f"next: bayes-eval next {audit_dir} -n {first} --out batch.csv")
+
+
+def _check_sides(metric: str, strata, threshold: float | None, prediction_col: str | None):
+    """Refuse a ``--metric`` the population cannot define (precision with no item predicted
+    positive, e.g. a ``--threshold`` above every score); otherwise return the warning to print
+    when one predicted side is empty (None when both hold items)."""
+    import numpy as np
+
+    from ..metrics import METRICS, resolve_metrics
+
+    sizes = np.asarray(strata.sizes)
+    side = np.asarray(strata.predicted, dtype=bool)
+    has = {True: bool(sizes[side].sum() > 0), False: bool(sizes[~side].sum() > 0)}
+    if has[True] and has[False]:
+        return None
+    lo, hi = float(np.min(strata.score_min)), float(np.max(strata.score_max))
+    word = "positive" if not has[True] else "negative"
+    if prediction_col is not None:
+        why = f"--prediction-col {prediction_col!r} holds no {int(not has[True])}"
+        fix = "a --prediction-col with both classes"
+    elif not has[True]:
+        why = f"--threshold {threshold:g} is above every score, the highest {hi:.4g}"
+        fix = f"a --threshold at or below {hi:.4g}"
+    else:
+        why = f"--threshold {threshold:g} is at or below every score, the lowest {lo:.4g}"
+        fix = f"a --threshold above {lo:.4g}"
+    m = METRICS[metric]
+    if (m.needs_predicted_positive and not has[True]) or (
+        m.needs_predicted_negative and not has[False]
+    ):
+        defined = resolve_metrics(
+            None, has_predicted_positive=has[True], has_predicted_negative=has[False]
+        )
+        raise UserError(
+            f"--metric {metric} is undefined: no item is predicted {word} ({why}); allowed: "
+            f"{fix}, or --metric {', '.join(defined)}"
+        )
+    what = (
+        "true and false positives are 0 whatever the labels (recall and F1 are 0 once any "
+        "positive exists)"
+        if not has[True]
+        else "false and true negatives are 0 whatever the labels (recall is 1)"
+    )
+    return f"no item is predicted {word} ({why}): {what}"
 
 
 def _score_reading(strata) -> str:
