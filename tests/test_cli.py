@@ -165,6 +165,25 @@ def test_init_refuses_a_metric_the_threshold_leaves_undefined(parquet_file, tmp_
     assert len(res.stderr.strip().splitlines()) == 1
 
 
+def test_init_says_when_fewer_strata_were_made_than_asked(parquet_file, tmp_path):
+    """Session 33: ``--strata 400`` on a side of a few hundred items makes at most one stratum
+    per five items (``strata.side_n_strata``); ``init`` says how many per side and why, and says
+    nothing when every side got what it asked."""
+    base = ("--scores", parquet_file, "--score-col", "p", "--id-col", "doc", "--threshold", "0.5")
+    res = run("init", tmp_path / "a", *base, "--strata", "400")
+    assert res.exit_code == 0, res.output
+    text = flat(res.stdout)
+    made = re.search(r"(\d+) / (\d+) per side \(negative / positive\) where 400 / 400 were asked: "
+                     r"at most one stratum per 5 items and per distinct score", text)  # fmt: skip
+    assert made is not None, text
+    meta = json.loads((tmp_path / "a" / CLI_FILE).read_text())
+    assert int(made[1]) + int(made[2]) == len(meta["strata"]["sizes"])
+    assert int(made[2]) < 400
+    res = run("init", tmp_path / "b", *base, "--strata", "4")
+    assert res.exit_code == 0, res.output
+    assert "were asked" not in flat(res.stdout)
+
+
 def _label(batch_csv, truth, out_csv):
     batch = pd.read_csv(batch_csv, dtype={"id": str})
     pd.DataFrame({"id": batch["id"], "label": [truth[i] for i in batch["id"]]}).to_csv(

@@ -218,8 +218,8 @@ def init(
     out = _console()
     out.print(
         f"created audit [bold]{audit_dir}[/]: N={pop.size:,} items, {st.n_strata} strata "
-        f"({method}), metric {metric}, design {design}, prior {prior_label(model, prior)}, "
-        f"model {model}, seed {seed}"
+        f"({method}{_strata_made(st)}), metric {metric}, design {design}, prior "
+        f"{prior_label(model, prior)}, model {model}, seed {seed}"
     )
     out.print(f"population {source['path']} sha256 {source['sha256'][:16]}…")
     if model == "pooled":
@@ -237,6 +237,26 @@ def init(
     )
     first = min(batch_size, budget)  # a budget below one batch cuts the first batch
     out.print(f"next: bayes-eval next {audit_dir} -n {first} --out batch.csv")
+
+
+def _strata_made(strata) -> str:
+    """Where ``stratify`` made fewer strata than ``--strata`` asked on a side: how many, and
+    why (at most one per ``MIN_ITEMS_PER_STRATUM`` items, one per distinct score); else ''."""
+    import numpy as np
+
+    from ..strata import MIN_ITEMS_PER_STRATUM
+
+    asked = getattr(strata, "requested", None)
+    if asked is None:
+        return ""
+    side = np.asarray(strata.predicted, dtype=bool)
+    made = (int((~side).sum()), int(side.sum()))
+    if all(a == "auto" or m >= int(a) or m == 0 for a, m in zip(asked, made, strict=True)):
+        return ""
+    return (
+        f"; {made[0]} / {made[1]} per side (negative / positive) where {asked[0]} / {asked[1]} "
+        f"were asked: at most one stratum per {MIN_ITEMS_PER_STRATUM} items and per distinct score"
+    )
 
 
 def _check_sides(metric: str, strata, threshold: float | None, prediction_col: str | None):
