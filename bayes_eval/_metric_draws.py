@@ -28,7 +28,7 @@ from ._draws import DrawSummaries, audit_generator
 from ._informed import MetricInformation, information_from_counts
 from ._sampling import draw_beta, draw_remainder
 from ._validation import check_option
-from .metrics import METRICS, confusion_from_positives, resolve_metrics
+from .metrics import METRICS, confusion_from_positives, metrics_for_sides
 
 __all__ = [
     "MetricDraws",
@@ -237,11 +237,7 @@ def metric_draws_from_theta(
     n = np.asarray(n, dtype=np.int64)
     h = np.asarray(h, dtype=np.int64)
     k = sizes.shape[0]
-    metrics = resolve_metrics(
-        metrics,
-        has_predicted_positive=bool(sizes[predicted].sum() > 0),
-        has_predicted_negative=bool(sizes[~predicted].sum() > 0),
-    )
+    metrics = metrics_for_sides(metrics, sizes, predicted)
     if finite_population:
         positives = draw_remainder(theta, sizes - n, rng, method=sampler)
         positives += h[None, :]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -27,6 +28,7 @@ __all__ = [
     "confusion_from_positives",
     "metric_of_positives",
     "metric_values",
+    "metrics_for_sides",
     "register_metric",
     "relevant_sides",
 ]
@@ -179,6 +181,20 @@ def resolve_metrics(
         if name not in out:
             out.append(name)
     return tuple(out)
+
+
+def metrics_for_sides(
+    metrics: str | tuple[str, ...] | list[str] | None, sizes: Any, predicted: Any
+) -> tuple[str, ...]:
+    """:func:`resolve_metrics` for strata of ``sizes`` items on predicted sides ``predicted``
+    (bool per stratum): a metric needs items on the side(s) it divides by."""
+    sizes = np.asarray(sizes)
+    predicted = np.asarray(predicted, dtype=bool)
+    return resolve_metrics(
+        metrics,
+        has_predicted_positive=bool(sizes[predicted].sum() > 0),
+        has_predicted_negative=bool(sizes[~predicted].sum() > 0),
+    )
 
 
 # ------------------------------------------------------------------ the one counts -> metric kernel

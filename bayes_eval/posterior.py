@@ -48,7 +48,7 @@ from ._protocols import StrataLike
 from ._sampling import draw_beta
 from ._validation import RNGLike, as_generator, check_bool, check_option, check_positive_int
 from .labels import LabelsSpec, coerce_labels
-from .metrics import METRICS, confusion_from_positives, resolve_metrics
+from .metrics import METRICS, confusion_from_positives, metrics_for_sides, resolve_metrics
 from .models import DEFAULT_MODEL, MODELS, check_model_prior
 from .priors import BetaSpec, Prior, PriorSpec, resolve_prior
 
@@ -428,11 +428,7 @@ def estimate(
     check_bool(finite_population, "finite_population")
     a, b, desc = resolve_prior(prior, strata.n_strata)
     positions, values = coerce_labels(labels, strata.population)
-    resolve_metrics(
-        metrics,
-        has_predicted_positive=bool(strata.sizes[strata.predicted].sum() > 0),
-        has_predicted_negative=bool(strata.sizes[~strata.predicted].sum() > 0),
-    )
+    metrics_for_sides(metrics, strata.sizes, strata.predicted)
     n, h = stratum_counts(strata, positions, values)
     return estimate_from_stratum_counts(
         strata,

@@ -48,7 +48,7 @@ from .._validation import RNGLike, as_generator, check_bool, check_option, check
 from ..designs import Design, DesignState
 from ..labels import canonical_ids, new_labels
 from ..ledger import manifest_digest, now, read_manifest
-from ..metrics import METRICS, resolve_metrics
+from ..metrics import METRICS, metrics_for_sides
 from ..models import DEFAULT_MODEL, MODELS, check_model_prior, design_prior, prior_label
 from ..priors import BetaSpec, Prior, resolve_prior
 from ._directory import AuditDirectory, label_lines, proposal_line, replay
@@ -164,15 +164,8 @@ class Audit:
         if getattr(strata, "population", population) is not population:
             raise ValueError("strata were made from a different population; stratify this one")
         check_option(metric, "metric", tuple(METRICS))
-        sizes = np.asarray(strata.sizes)
-        side = np.asarray(strata.predicted, dtype=bool)
-        # a metric the population cannot define (precision with nothing predicted positive) is
-        # refused here, as ``estimate`` refuses it, not at the first look
-        resolve_metrics(
-            metric,
-            has_predicted_positive=bool(sizes[side].sum() > 0),
-            has_predicted_negative=bool(sizes[~side].sum() > 0),
-        )
+        # refused here (precision with nothing predicted positive), as ``estimate`` does
+        metrics_for_sides(metric, strata.sizes, strata.predicted)
         check_option(model, "model", ("independent", *MODELS))
         self.draws = check_positive_int(draws, "draws")
         check_bool(finite_population, "finite_population")

@@ -265,7 +265,7 @@ def _check_sides(metric: str, strata, threshold: float | None, prediction_col: s
     when one predicted side is empty (None when both hold items)."""
     import numpy as np
 
-    from ..metrics import METRICS, resolve_metrics
+    from ..metrics import METRICS, metrics_for_sides
 
     sizes = np.asarray(strata.sizes)
     side = np.asarray(strata.predicted, dtype=bool)
@@ -287,9 +287,7 @@ def _check_sides(metric: str, strata, threshold: float | None, prediction_col: s
     if (m.needs_predicted_positive and not has[True]) or (
         m.needs_predicted_negative and not has[False]
     ):
-        defined = resolve_metrics(
-            None, has_predicted_positive=has[True], has_predicted_negative=has[False]
-        )
+        defined = metrics_for_sides(None, sizes, side)
         raise UserError(
             f"--metric {metric} is undefined: no item is predicted {word} ({why}); allowed: "
             f"{fix}, or --metric {', '.join(defined)}"
