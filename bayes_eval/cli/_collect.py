@@ -265,7 +265,7 @@ def _check_sides(metric: str, strata, threshold: float | None, prediction_col: s
     when one predicted side is empty (None when both hold items)."""
     import numpy as np
 
-    from ..metrics import METRICS, metrics_for_sides
+    from ..metrics import metrics_for_sides
 
     sizes = np.asarray(strata.sizes)
     side = np.asarray(strata.predicted, dtype=bool)
@@ -283,15 +283,14 @@ def _check_sides(metric: str, strata, threshold: float | None, prediction_col: s
     else:
         why = f"--threshold {threshold:g} is at or below every score, the lowest {lo:.4g}"
         fix = f"a --threshold above {lo:.4g}"
-    m = METRICS[metric]
-    if (m.needs_predicted_positive and not has[True]) or (
-        m.needs_predicted_negative and not has[False]
-    ):
+    try:  # the metrics' own check of which sides each needs
+        metrics_for_sides(metric, sizes, side)
+    except ValueError:
         defined = metrics_for_sides(None, sizes, side)
         raise UserError(
             f"--metric {metric} is undefined: no item is predicted {word} ({why}); allowed: "
             f"{fix}, or --metric {', '.join(defined)}"
-        )
+        ) from None
     what = (
         "true and false positives are 0 whatever the labels (recall and F1 are 0 once any "
         "positive exists)"
