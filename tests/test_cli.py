@@ -184,6 +184,23 @@ def test_init_says_when_fewer_strata_were_made_than_asked(parquet_file, tmp_path
     assert "were asked" not in flat(res.stdout)
 
 
+def test_a_torn_ledger_line_is_announced_as_one_warning_line(parquet_file, tmp_path):
+    """Session 33: the ledger's repair goes through the command boundary's warning hook like
+    every other warning: one ``warning:`` line naming the ledger and the class, then the
+    command runs."""
+    audit = tmp_path / "a"
+    assert _init(audit, parquet_file).exit_code == 0
+    assert run("next", audit, "-n", "5", "--out", tmp_path / "b.csv").exit_code == 0
+    with (audit / "ledger.jsonl").open("ab") as f:
+        f.write(b'{"kind": "prop')  # an interrupted, never acknowledged write
+    res = run("next", audit, "-n", "5", "--out", tmp_path / "c.csv")
+    assert res.exit_code == 0, res.output
+    lines = [x for x in res.stderr.splitlines() if x.startswith("warning:")]
+    assert len(lines) == 1, res.stderr  # (``next --out`` reports what it wrote on stderr too)
+    assert lines[0].startswith("warning: ledger ")
+    assert "cut a torn last line" in lines[0] and lines[0].endswith("(LedgerRepairWarning)")
+
+
 def _label(batch_csv, truth, out_csv):
     batch = pd.read_csv(batch_csv, dtype={"id": str})
     pd.DataFrame({"id": batch["id"], "label": [truth[i] for i in batch["id"]]}).to_csv(

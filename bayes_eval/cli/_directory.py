@@ -24,8 +24,6 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-import typer
-
 from .._protocols import PopulationLike
 from ..audit import Audit
 from ..audit._store import ensure_profile, open_store, update_extra, write_store
@@ -350,14 +348,10 @@ def _open(audit_dir: Path, *, write: bool = False) -> _Opened:
                 f"{pop.fingerprint()[:12]}…, not the {meta['population']['fingerprint'][:12]}… "
                 "recorded at init; refusing to continue"
             )
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings():
+        # every repair is said, as one ``warning:`` line (the command boundary's hook, _app)
         warnings.simplefilter("always", LedgerRepairWarning)
         audit = be.Audit.open(audit_dir, pop, strata=strata, read_only=not write)
-    for w in caught:
-        if issubclass(w.category, LedgerRepairWarning):
-            typer.echo(f"warning: {w.message}", err=True)
-        else:  # pragma: no cover - re-issue anything else unchanged
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     if write and store is None:
         _save_cache(audit_dir, meta, audit)
     return _Opened(audit_dir, meta, pop, audit)
