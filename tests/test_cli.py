@@ -97,19 +97,21 @@ def test_init_suggests_a_first_batch_within_the_budget(parquet_file, tmp_path):
 
 def test_init_says_how_the_pooled_model_reads_the_scores(population_frame, tmp_path):
     """Session 32: one score outside [0, 1] makes the pooled model read every score as a margin
-    (no calibration anchor); ``init`` says which reading it took, and the range."""
+    (no calibration anchor); ``init`` says which reading it took, and the range (session 34: in
+    the words ``status`` and the report use, one helper)."""
     frame, _ = population_frame
     frame.to_parquet(tmp_path / "p.parquet")
     res = _init(tmp_path / "a", tmp_path / "p.parquet", "--model", "pooled")
     assert res.exit_code == 0, res.output
-    assert "scores read as probabilities (all within [0, 1]" in flat(res.stdout)
+    assert "scores read as probabilities (the calibration curve anchored" in flat(res.stdout)
     odd = frame.copy()
     odd.loc[7, "p"] = 1.5
     odd.to_parquet(tmp_path / "m.parquet")
     res = _init(tmp_path / "b", tmp_path / "m.parquet", "--model", "pooled")
     assert res.exit_code == 0, res.output
-    assert "scores read as margins (range" in flat(res.stdout)
-    assert "to 1.5, not within [0, 1])" in flat(res.stdout)
+    assert "scores read as margins (not all within [0, 1]" in flat(res.stdout)
+    assert "; the scores run from " in flat(res.stdout)
+    assert "to 1.5" in flat(res.stdout)
     res = _init(tmp_path / "c", tmp_path / "p.parquet", "--model", "independent")
     assert "scores read as" not in res.stdout
     flat_scores = frame.assign(p=0.25)
@@ -119,7 +121,10 @@ def test_init_says_how_the_pooled_model_reads_the_scores(population_frame, tmp_p
         "--strata", "1",
     )  # fmt: skip
     assert res.exit_code == 0, res.output
-    assert "every score is 0.25: the scores carry no information" in flat(res.stdout)
+    assert (
+        "scores read as one constant score (no information in the scores); every score is 0.25"
+        in flat(res.stdout)
+    )
     # session 33: ``status`` says it too (text and JSON), for the pooled model only; the
     # constant scores' warning is one ``warning:`` line, not Python's file-and-source format
     for audit, reading in (("a", "probabilities (the"), ("b", "margins (not all"), ("d", "one ")):

@@ -301,25 +301,16 @@ def _check_sides(metric: str, strata, threshold: float | None, prediction_col: s
 
 
 def _score_reading(strata) -> str:
-    """How the pooled model reads the scores (``models._profile.resolve_kind``), said at ``init``
-    because one score outside [0, 1] turns probabilities into margins without a calibration
-    anchor."""
+    """How the pooled model reads the scores (``models._profile.score_reading``, as ``status``
+    and the report say it) and their range, said at ``init`` because one score outside [0, 1]
+    turns probabilities into margins without a calibration anchor."""
     import numpy as np
 
-    from ..models._profile import resolve_kind
+    from ..models._profile import score_reading
 
     lo, hi = float(np.min(strata.score_min)), float(np.max(strata.score_max))
-    if lo == hi:
-        return f"every score is {lo:.4g}: the scores carry no information (the labels alone speak)"
-    if resolve_kind("auto", lo, hi) == "probability":
-        return (
-            f"scores read as probabilities (all within [0, 1]: {lo:.4g} to {hi:.4g}); the pooled "
-            "model anchors its calibration curve at each side's mean score"
-        )
-    return (
-        f"scores read as margins (range {lo:.4g} to {hi:.4g}, not within [0, 1]); the pooled "
-        "model learns their calibration from the labels alone (no anchor)"
-    )
+    span = f"every score is {lo:.4g}" if lo == hi else f"the scores run from {lo:.4g} to {hi:.4g}"
+    return f"scores read as {score_reading(strata)}; {span}"
 
 
 # ------------------------------------------------------------------------------ next

@@ -153,14 +153,13 @@ def _pooled_draws(audit: Any) -> MetricDraws:
 
 
 def _score_reading(audit: Any) -> str | None:
-    """How the pooled model reads the audit's scores (its profile's ``kind``, as the report's
-    disclosure block says it); None for the other models, which do not read the scores."""
+    """How the pooled model reads the audit's scores; None for the other models, which do not
+    read the scores."""
     if audit.model != "pooled":
         return None
-    from ..models._profile import SCORE_READINGS, score_profile_of
+    from ..models._profile import score_reading
 
-    kind = score_profile_of(audit.strata).kind
-    return SCORE_READINGS.get(kind, kind)
+    return score_reading(audit.strata)
 
 
 def _claim_json(opened: _Opened) -> Any:

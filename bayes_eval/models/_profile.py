@@ -37,6 +37,7 @@ __all__ = [
     "resolve_kind",
     "score_profile",
     "score_profile_of",
+    "score_reading",
 ]
 
 #: values of ``kind`` accepted by :func:`score_profile` (``"constant"`` is detected, never asked)
@@ -361,3 +362,10 @@ def score_profile_of(strata: StrataLike) -> Any:
     while len(_PROFILES) > _PROFILES_KEPT:
         _PROFILES.popitem(last=False)
     return prof
+
+
+def score_reading(strata: StrataLike) -> str:
+    """How the pooled model reads the scores of ``strata`` (its profile's ``kind`` in the words
+    of :data:`SCORE_READINGS`), as ``init``, ``status`` and the report say it."""
+    kind = score_profile_of(strata).kind
+    return SCORE_READINGS.get(kind, kind)
