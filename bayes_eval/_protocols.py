@@ -27,7 +27,7 @@ Examples
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -123,3 +123,25 @@ def score_mean(strata: StrataLike) -> np.ndarray:
         )
         return sums / sizes
     return (np.asarray(strata.score_min) + np.asarray(strata.score_max)) / 2.0
+
+
+def check_strata(strata: Any, population: PopulationLike, data: str = "population") -> None:
+    """Refuse ``strata`` that are not strata (``TypeError``) or that were made from another
+    population than ``population`` (``ValueError``: neither the same object nor the same
+    fingerprint). ``data`` names the argument holding the population, for the message. The one
+    check of :class:`~bayes_eval.Audit` and :func:`~bayes_eval.simulate`."""
+    for attr in ("sizes", "predicted", "n_strata"):
+        if not hasattr(strata, attr):
+            raise TypeError(
+                f"strata has type {type(strata).__name__}; allowed: a Strata from "
+                "bayes_eval.stratify"
+            )
+    made_from = getattr(strata, "population", population)
+    if made_from is population:
+        return
+    fingerprint = getattr(made_from, "fingerprint", None)
+    if fingerprint is None or fingerprint() != population.fingerprint():
+        raise ValueError(
+            f"strata were made from a different population than {data}; stratify {data}'s "
+            "population"
+        )

@@ -51,7 +51,7 @@ import xarray as xr
 from numpy.typing import ArrayLike
 
 from ._loop import BatchPlan, LockStep, LockStepAllocator, design_state
-from ._protocols import PopulationLike, StrataLike
+from ._protocols import PopulationLike, StrataLike, check_strata
 from ._protocols import score_mean as strata_score_mean
 from ._sampling import NORMAL_MIN_VARIANCE
 from ._validation import (
@@ -347,12 +347,7 @@ def simulate(
     True
     """
     pop, truth_arr = _split_data(data, truth)
-    if getattr(strata, "population", None) is not pop:
-        fp_s = getattr(getattr(strata, "population", None), "fingerprint", None)
-        if fp_s is None or fp_s() != pop.fingerprint():
-            raise ValueError(
-                "strata were made from a different population than data; stratify data's population"
-            )
+    check_strata(strata, pop, "data")
     check_option(metric, "metric", tuple(METRICS))
     budget = check_positive_int(budget, "budget")
     batch_size = check_positive_int(batch_size, "batch_size")

@@ -190,6 +190,18 @@ def test_audit_bad_arguments(audit_setup, kwargs, exc, match):
         be.Audit(pop, **args)
 
 
+def test_audit_refuses_strata_of_another_population(audit_setup):
+    """One check with ``simulate`` (``_protocols.check_strata``): strata made from a different
+    population are refused, strata of an equal copy (same fingerprint) are not."""
+    pop, _, strata = audit_setup
+    other = be.Population(np.random.default_rng(1).random(pop.size), threshold=0.5)
+    with pytest.raises(ValueError, match="different population than population"):
+        be.Audit(other, strata=strata, design="random", rng=0)
+    copy = be.Population(pop.scores.copy(), threshold=pop.threshold)
+    assert copy.fingerprint() == pop.fingerprint()
+    be.Audit(copy, strata=strata, design="random", rng=0)
+
+
 def test_estimate_matches_estimate_of_the_same_labels(audit_setup):
     pop, truth, strata = audit_setup
     audit = be.Audit(pop, strata=strata, metric="f1", design="equal", rng=5, draws=4000)

@@ -240,8 +240,10 @@ def test_bad_data(lp):
         )
     with pytest.raises(TypeError, match="LabelledPopulation"):
         be.simulate(pop, strata=strata, designs="random", budget=5, batch_size=5, n_reps=1)
+    with pytest.raises(TypeError, match="strata has type list"):
+        be.simulate((pop, truth), strata=[1, 2], designs="random", budget=5, batch_size=5, n_reps=1)
     other = be.Population(np.random.default_rng(0).random(100), threshold=0.5)
-    with pytest.raises(ValueError, match="different population"):
+    with pytest.raises(ValueError, match="different population than data"):
         be.simulate(
             (other, np.zeros(100, bool)),
             strata=strata,

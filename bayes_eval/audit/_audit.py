@@ -42,7 +42,7 @@ from numpy.typing import ArrayLike
 from .._draws import DEFAULT_DRAWS, audit_generator
 from .._loop import allocate, design_state
 from .._procedure import Procedure
-from .._protocols import PopulationLike, StrataLike, score_mean
+from .._protocols import PopulationLike, StrataLike, check_strata, score_mean
 from .._sampler import make_sampler
 from .._validation import RNGLike, as_generator, check_bool, check_option, check_positive_int
 from ..designs import Design, DesignState
@@ -155,14 +155,7 @@ class Audit:
         finite_population: bool = True,
         read_only: bool = False,
     ) -> None:
-        for attr in ("sizes", "predicted", "n_strata"):
-            if not hasattr(strata, attr):
-                raise TypeError(
-                    f"strata has type {type(strata).__name__}; allowed: a Strata from "
-                    "bayes_eval.stratify"
-                )
-        if getattr(strata, "population", population) is not population:
-            raise ValueError("strata were made from a different population; stratify this one")
+        check_strata(strata, population)
         check_option(metric, "metric", tuple(METRICS))
         # refused here (precision with nothing predicted positive), as ``estimate`` does
         metrics_for_sides(metric, strata.sizes, strata.predicted)
