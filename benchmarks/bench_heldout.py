@@ -44,8 +44,6 @@ import contextlib
 import sys
 import time
 import zlib
-from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -56,6 +54,7 @@ from bayes_eval.models import _laplace
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_pooled import (
     METRICS3,
+    REFERENCE,
     _coverage_cells,
     _rmse,
     linear_form,
@@ -68,9 +67,11 @@ from heldout_populations import (
     FRESH,
     SOURCES,
     WIDENED,
+    _recipe,
     at_prevalence,
     build,
     needle,
+    population,
     widened,
 )
 
@@ -139,14 +140,6 @@ def _default_audits(lp: LabelledPopulation, budget: int, reps: int, draws: int, 
         inspect=inspect,
     )
 
-
-#: the reference integration of the pooled model's hyperposterior: importance nodes, the widening
-#: of the Laplace covariance and the seed of the Sobol' scrambling (the model's own: 512, 1.5 and
-#: ``_laplace.DESIGN_SEED``, :mod:`bayes_eval.models._laplace`). Session 18: on 20 default audits
-#: of each of four held-out populations, 131,072 plain Monte Carlo t-nodes widened 3 agree with
-#: it within 0.002 in ``P(metric >= truth)`` (mean 0.0003-0.002); 32,768 plain ones (session
-#: 17's reference) were off by up to 0.014
-REFERENCE = (131_072, 3.0, 20_261_125)
 
 #: hyperprior variants of :func:`sensitivity` (name, Hyperpriors fields, power of the lean)
 VARIANTS: tuple[tuple[str, dict, float], ...] = (
@@ -284,45 +277,6 @@ def integration(
             f"{d.mean():>8.4f}{d.max():>7.3f}"
         )
     print("".join(line) + f"   found on the predicted positives: median {np.median(found):.0f}")
-
-
-def population(name: str) -> LabelledPopulation:
-    """``NAME`` (of ``SOURCES``), ``blind B`` (of ``BLIND_GROUPS``) or ``widened W`` (of
-    ``WIDENED``), optionally prefixed by ``needle `` or ``P% `` (thinned to P % prevalence);
-    ``ValueError`` naming what is allowed otherwise."""
-    return _recipe(name)()
-
-
-def _recipe(name: str) -> Callable[[], LabelledPopulation]:
-    """How to build the population ``name`` (:func:`population`), checked without building."""
-    base, prevalence = name, None
-    first, _, rest = name.partition(" ")
-    if first == "needle":
-        base = rest
-    elif first.endswith("%") and rest:
-        try:
-            prevalence = float(first[:-1]) / 100.0
-        except ValueError:
-            prevalence = -1.0
-        if not 0.0 < prevalence < 1.0:
-            raise ValueError(f"population {name!r}: {first!r} is no percentage in (0, 100)")
-        base = rest
-    if base in SOURCES or base in FRESH:
-        make = partial(build, base)
-    elif base.startswith("blind ") and base.removeprefix("blind ") in BLIND_GROUPS:
-        make = partial(build, base.removeprefix("blind "), blind=True)
-    elif base.startswith("widened ") and base.removeprefix("widened ") in WIDENED:
-        make = partial(widened, base.removeprefix("widened "))
-    else:
-        raise ValueError(
-            f"population {name!r} is unknown; allowed: {', '.join([*SOURCES, *FRESH])}, 'blind B' "
-            "with B one "
-            f"of {', '.join(BLIND_GROUPS)}, 'widened W' with W one of {', '.join(WIDENED)}; "
-            "each optionally prefixed by 'needle ' or 'P% '"
-        )
-    if first == "needle":
-        return lambda: needle(make())
-    return make if prevalence is None else lambda: at_prevalence(make(), prevalence)
 
 
 def main() -> None:

