@@ -142,6 +142,6 @@ def check_strata(strata: Any, population: PopulationLike, data: str = "populatio
     fingerprint = getattr(made_from, "fingerprint", None)
     if fingerprint is None or fingerprint() != population.fingerprint():
         raise ValueError(
-            f"strata were made from a different population than {data}; stratify {data}'s "
-            "population"
+            f"strata were made from a different population than the {data} given; allowed: "
+            "strata that bayes_eval.stratify made from it (or from an equal copy)"
         )

@@ -195,7 +195,7 @@ def test_audit_refuses_strata_of_another_population(audit_setup):
     population are refused, strata of an equal copy (same fingerprint) are not."""
     pop, _, strata = audit_setup
     other = be.Population(np.random.default_rng(1).random(pop.size), threshold=0.5)
-    with pytest.raises(ValueError, match="different population than population"):
+    with pytest.raises(ValueError, match="different population than the population given"):
         be.Audit(other, strata=strata, design="random", rng=0)
     copy = be.Population(pop.scores.copy(), threshold=pop.threshold)
     assert copy.fingerprint() == pop.fingerprint()

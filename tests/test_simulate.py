@@ -243,7 +243,7 @@ def test_bad_data(lp):
     with pytest.raises(TypeError, match="strata has type list"):
         be.simulate((pop, truth), strata=[1, 2], designs="random", budget=5, batch_size=5, n_reps=1)
     other = be.Population(np.random.default_rng(0).random(100), threshold=0.5)
-    with pytest.raises(ValueError, match="different population than data"):
+    with pytest.raises(ValueError, match="different population than the data given"):
         be.simulate(
             (other, np.zeros(100, bool)),
             strata=strata,
