@@ -47,7 +47,7 @@ from bayes_eval.models._profile import profile_of_strata
 from bayes_eval.models.pooled import draw_theta, fit_pooled
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_pooled import REFERENCE, population
+from bench_pooled import REFERENCE, fixed_counts, population
 from heldout_populations import population as heldout
 
 #: (label, synthetic prevalence or None for a held-out population, miscalibration or held-out
@@ -122,13 +122,8 @@ def _built(prev, name, per_side):
 
 def _case(label, prev, name, per_side, per, seed=5):
     lp, strata, prof = _built(prev, name, per_side)
-    sizes, pred = strata.sizes, strata.predicted
-    k = sizes.size
-    pos = np.bincount(strata.assignment, weights=lp.truth, minlength=k).astype(np.int64)
-    gen = np.random.default_rng(seed)
-    n = np.minimum(per, sizes)
-    h = gen.hypergeometric(pos, sizes - pos, n)
-    return prof, sizes, pred, n, h, pos
+    n, h, pos = fixed_counts(strata, lp.truth, per, np.random.default_rng(seed))
+    return prof, strata.sizes, strata.predicted, n, h, pos
 
 
 def _summ(th, sizes, n, h, sel, gen):

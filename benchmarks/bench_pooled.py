@@ -603,6 +603,16 @@ def _nuts_fn_draws(prof, layout, n, h, hp, prior, seed, draws=1000, chains=4):
 NUTS_CASES = 4
 
 
+def fixed_counts(strata, truth, per: int, gen: np.random.Generator):
+    """The NUTS check's counts: ``min(per, N_k)`` labels in every stratum with hypergeometric
+    positives drawn from ``gen``; returns ``(n, h, positives per stratum)``."""
+    sizes = strata.sizes
+    pos = np.bincount(strata.assignment, weights=truth, minlength=sizes.size).astype(np.int64)
+    n = np.minimum(per, sizes)
+    h = gen.hypergeometric(pos, sizes - pos, n)
+    return n, h, pos
+
+
 #: the reference integration of the pooled model's hyperposterior: importance nodes, the widening
 #: of the Laplace covariance and the seed of the Sobol' scrambling (the model's own: 512, 1.5 and
 #: ``_laplace.DESIGN_SEED``, :mod:`bayes_eval.models._laplace`). Session 18: on 20 default audits
@@ -658,11 +668,8 @@ def nuts_check(seed=5, only=None):
         strata = be.stratify(lp.population, method="equal_size", n_strata=ns)
         prof = profile_of_strata(strata)
         sizes, pred = strata.sizes, strata.predicted
-        k = sizes.size
-        pos = np.bincount(strata.assignment, weights=lp.truth, minlength=k).astype(np.int64)
         gen = np.random.default_rng(seed)
-        n = np.minimum(per, sizes)
-        h = gen.hypergeometric(pos, sizes - pos, n)
+        n, h, _ = fixed_counts(strata, lp.truth, per, gen)
         hp = Hyperpriors()
         layout = layout_of(prof, hp)
         th_nuts, div = _nuts_fn_draws(prof, layout, n, h, hp, prior_of(prof, hp), seed)
