@@ -128,3 +128,20 @@ def check_bool(value: Any, name: str) -> bool:
     if not isinstance(value, bool | np.bool_):
         raise TypeError(f"{name}={value!r} must be True or False")
     return bool(value)
+
+
+#: most worker processes ``n_jobs`` may ask for
+MAX_N_JOBS = 1024
+
+
+def check_n_jobs(value: Any, name: str = "n_jobs") -> int:
+    """Worker processes: ``None`` (= 1, this process only), an integer 1 ... :data:`MAX_N_JOBS`,
+    or ``-1`` (one per CPU this process may use), as in scikit-learn."""
+    if value is None:
+        return 1
+    allowed = f"allowed: None or 1 (no worker process), 2 ... {MAX_N_JOBS}, or -1 (one per CPU)"
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name}={_short(value)} is not an integer; {allowed}")
+    if not (int(value) == -1 or 1 <= int(value) <= MAX_N_JOBS):
+        raise ValueError(f"{name}={int(value)} is not allowed; {allowed}")
+    return int(value)

@@ -9,18 +9,27 @@ model's refits). CPU seconds of this process (``time.process_time``, one thread)
 machine inflates the wall time but not the figure; the calibration's own result is printed
 beside it.
 
+``--n-jobs J`` adds, in the same process, the pooled calibration with its refits fitted in ``J``
+worker processes (:mod:`bayes_eval.models._look_pool`; session 35): its wall time, its CPU
+(this process and the workers), and whether its correction is the same as the one-process run's
+(it must be, bit for bit).
+
 ``--integration NODES SCALE DF`` adds, in the same process, the pooled model fitted with another
 importance design (:func:`bayes_eval.models._laplace.integration`: ``NODES`` Student-t(``DF``)
 nodes widened ``SCALE``), for the cost of a candidate integration (session 26).
 
-Usage: ``uv run python benchmarks/bench_calibration_time.py [--n-sims 2000] [--integration 1024
-1.25 3]``; output committed as ``benchmarks/results/bench_calibration_time.txt``.
+Usage: ``uv run python benchmarks/bench_calibration_time.py [--n-sims 2000] [--n-jobs 2]
+[--integration 1024 1.25 3]``; output committed as
+``benchmarks/results/bench_calibration_time.txt``.
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import time
+
+import numpy as np
 
 import bayes_eval as be
 from bayes_eval.models import _laplace
@@ -30,8 +39,15 @@ from bayes_eval.sequential.correction import clear_cache
 TARGET, LEVEL, BUDGET, BATCH = 0.65, 0.95, 2000, 20
 
 
-def timed(model: str, n_sims: int) -> tuple[float, float, str]:
-    """CPU and wall seconds of one calibration of the demo procedure under ``model``."""
+def _cpu() -> float:
+    """CPU seconds of this process and of its ended children (the calibration's workers)."""
+    child = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + child.ru_utime + child.ru_stime
+
+
+def timed(model: str, n_sims: int, n_jobs: int = 1) -> tuple[float, float, str, object]:
+    """CPU and wall seconds of one calibration of the demo procedure under ``model`` (with
+    ``n_jobs`` processes), its description and its boundary."""
     lp = be.datasets.demo_population()
     st = be.stratify(lp.population, method="equal_size", n_strata=5, rng=0)
     audit = be.Audit(
@@ -39,11 +55,18 @@ def timed(model: str, n_sims: int) -> tuple[float, float, str]:
     )
     proc = audit.procedure(budget=BUDGET, batch_size=BATCH)
     clear_cache()
-    c0, w0 = time.process_time(), time.perf_counter()
+    c0, w0 = _cpu(), time.perf_counter()
     corr = correction_for(
-        proc, target=TARGET, level=LEVEL, n_sims=n_sims, max_mcse=0.4, rates="planning", rng=0
+        proc,
+        target=TARGET,
+        level=LEVEL,
+        n_sims=n_sims,
+        max_mcse=0.4,
+        rates="planning",
+        rng=0,
+        n_jobs=n_jobs,
     )
-    return time.process_time() - c0, time.perf_counter() - w0, corr.description
+    return _cpu() - c0, time.perf_counter() - w0, corr.description, corr.boundary
 
 
 def main() -> None:
@@ -56,6 +79,12 @@ def main() -> None:
         metavar=("NODES", "SCALE", "DF"),
         help="also time the pooled model with this importance design (e.g. 1024 1.25 3)",
     )
+    ap.add_argument(
+        "--n-jobs",
+        type=int,
+        default=None,
+        help="also time the pooled calibration in this many processes (-1: one per CPU)",
+    )
     args = ap.parse_args()
     if args.integration is not None:
         nodes, scale, df = args.integration
@@ -67,17 +96,26 @@ def main() -> None:
     print(f"# demo procedure's calibration, {args.n_sims} simulated audits per binding truth")
     print(f"{'model':24s} {'cpu s':>8s} {'wall s':>8s} {'ratio':>7s}  result")
     rows = {m: timed(m, args.n_sims) for m in ("independent", "pooled")}
+    if args.n_jobs is not None:
+        rows[f"pooled, n_jobs={args.n_jobs}"] = timed("pooled", args.n_sims, args.n_jobs)
     if args.integration is not None:
         nodes, scale, df = args.integration
         with _laplace.integration(int(nodes), scale, df=df):
             rows[f"pooled {int(nodes)} t({df:g}) x{scale:g}"] = timed("pooled", args.n_sims)
     base = rows["independent"][0]
-    for m, (cpu, wall, desc) in rows.items():
+    for m, (cpu, wall, desc, _) in rows.items():
         print(f"{m:24s} {cpu:8.1f} {wall:8.1f} {cpu / base:7.2f}  {desc}")
+    if args.n_jobs is not None:
+        one, many = rows["pooled"], rows[f"pooled, n_jobs={args.n_jobs}"]
+        same = one[2] == many[2] and np.array_equal(one[3], many[3])
+        print(
+            f"# n_jobs={args.n_jobs}: wall {one[1] / many[1]:.2f}x faster than one process, "
+            f"CPU {many[0] / one[0]:.2f}x; the same correction: {same}"
+        )
     if args.integration is not None:
         ratio = list(rows.values())[-1][0] / rows["pooled"][0]
         print(f"# CPU ratio of the candidate integration to the pooled model's own: {ratio:.2f}")
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # the workers (spawned) import this file without running it
     main()

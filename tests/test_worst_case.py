@@ -500,3 +500,48 @@ def test_pooled_look_model_refits_in_chunks_give_the_same_paths(monkeypatch):
     np.testing.assert_array_equal(
         _pooled_paths(lp, st, target=0.7, design=design, n_sims=60, rng=2), whole
     )
+
+
+def test_pooled_look_model_refits_in_worker_processes_give_the_same_calibration(monkeypatch):
+    """``n_jobs=2`` fits the refits' chunks in two spawned worker processes: the calibration is
+    the same bit for bit (chunks, order and random streams unchanged), and the importance
+    design in force where the calibration runs holds in the workers too (were the workers fitting
+    with the default 512 nodes, the paths would differ)."""
+    from bayes_eval.models import _laplace
+    from bayes_eval.sequential import _paths
+
+    lp = be.datasets.synthetic(20_000, prevalence=0.2, separation=2.5, miscalibration="flat", rng=5)
+    st = be.stratify(lp.population, n_strata=4)
+    monkeypatch.setattr(_paths, "REFIT_CHUNK", 16)  # many chunks from a small calibration
+    kw = dict(
+        metric="f1",
+        target=0.7,
+        design="posterior_variance",
+        batch_size=20,
+        budget=60,
+        model="pooled",
+        profiles=("flat", "compressed"),
+        posterior_truths=0,
+        rng=4,
+    )
+    runs = {}
+    for n_jobs in (1, 2):
+        with _laplace.integration(64, 1.3):  # not the default: the workers must use it too
+            runs[n_jobs] = be.sequential.calibrate_worst_case(st, n_sims=100, n_jobs=n_jobs, **kw)
+    one, two = runs[1], runs[2]
+    assert len(one.prob) == len(two.prob) == 2
+    for a, b in zip(one.prob, two.prob, strict=True):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(one.boundary.nominal, two.boundary.nominal)
+
+
+@pytest.mark.parametrize(
+    ("n_jobs", "error"), [(0, ValueError), (-2, ValueError), (2.5, TypeError), (True, TypeError)]
+)
+def test_bad_n_jobs_is_refused_before_any_simulation(n_jobs, error):
+    lp = be.datasets.synthetic(5_000, prevalence=0.2, rng=0)
+    st = be.stratify(lp.population, n_strata=3)
+    with pytest.raises(error, match=r"n_jobs=.*allowed: None or 1 .* -1 \(one per CPU\)"):
+        be.sequential.calibrate_worst_case(st, target=0.6, n_sims=100, n_jobs=n_jobs)
+    with pytest.raises(error, match="n_jobs="):
+        be.stop.Accept(0.6, n_jobs=n_jobs)

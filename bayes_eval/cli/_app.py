@@ -36,6 +36,23 @@ def _int_in(value: int, flag: str, lo: int, hi: int) -> int:
     return value
 
 
+def _n_jobs(value: int) -> int:
+    """``--n-jobs``: -1 (one process per CPU) or 1 ... ``MAX_N_JOBS`` processes."""
+    from .._validation import MAX_N_JOBS
+
+    if value != -1 and not 1 <= value <= MAX_N_JOBS:
+        raise UserError(
+            f"--n-jobs {value} is out of range; allowed: 1 to {MAX_N_JOBS:,}, or -1 (one per CPU)"
+        )
+    return value
+
+
+N_JOBS_HELP = (
+    "Processes for the sequential calibration (-1: one per CPU). The corrected levels are the "
+    "same whatever it is."
+)
+
+
 @contextlib.contextmanager
 def flags_for(args: dict[str, str], tidy: Callable[[str], str] | None = None) -> Any:
     """Re-raise the library's validation errors (which name its arguments, ``size_12=20``)

@@ -21,6 +21,7 @@ from ._app import (
     _console,
     _int_in,
     _max_mcse,
+    _n_jobs,
     _one_line,
     _setup_matplotlib,
     app,
@@ -56,6 +57,14 @@ def demo(
         typer.Option("--max-mcse", help="Largest Monte Carlo s.e. of the corrected actual level."),
     ] = 0.005,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    n_jobs: Annotated[
+        int,
+        typer.Option(
+            "--n-jobs",
+            help="Processes for the calibration (default -1: one per CPU; the same result "
+            "whatever it is).",
+        ),
+    ] = -1,
     audit_dir: Annotated[
         Path | None,
         typer.Option("--audit-dir", help="Keep the audit directory here (default: not persisted)."),
@@ -78,6 +87,7 @@ def demo(
     _int_in(strata, "--strata", 1, MAX_STRATA)
     _int_in(n_sims, "--n-sims", 1, MAX_N_SIMS)
     _int_in(seed, "--seed", 0, MAX_SEED)
+    _n_jobs(n_jobs)
     _max_mcse(max_mcse)
     check_level(target, "--target")  # the demo's simulated claim needs 0 < target < 1
     if out.suffix.lower() not in (".html", ".htm", ".md"):
@@ -104,7 +114,13 @@ def demo(
             f"--audit-dir {str(audit_dir)!r} cannot be created ({_one_line(exc)})"
         ) from None
     rule = be.stop.Accept(
-        target, level=level, corrected=True, n_sims=n_sims, rng=seed, max_mcse=max_mcse
+        target,
+        level=level,
+        corrected=True,
+        n_sims=n_sims,
+        rng=seed,
+        max_mcse=max_mcse,
+        n_jobs=n_jobs,
     )
     with bars() as b:
         # the stop rule's own correction, computed here first (same procedure, rates and seed,
@@ -118,6 +134,7 @@ def demo(
             max_mcse=max_mcse,
             rates=rule.rates,
             rng=seed,
+            n_jobs=n_jobs,
         )
         task = b.add("simulated judge", total=budget, unit="labels")
 

@@ -232,6 +232,7 @@ def decide(
     level: float | None,
     n_sims: int,
     max_mcse: float = 0.005,
+    n_jobs: int = 1,
 ) -> Decision:
     """Certify the audit's metric: corrected when more than one look was taken (``corrected``
     None) or when asked, for the schedule of :func:`look_schedule`."""
@@ -270,6 +271,7 @@ def decide(
             looks=None if schedule.looks is None else _as_looks(schedule.looks),
             rates="planning",
             rng=int(audit.seed),
+            n_jobs=n_jobs,
         )
     cert = be.certify(post, calibration=corr, **kw)
     return Decision(cert, True, claim, matches, schedule, corr)
@@ -286,12 +288,17 @@ def calibrate(
     rates: Any,
     rng: int,
     looks: Any = None,
+    n_jobs: int = 1,
 ) -> Correction:
     """:func:`bayes_eval.sequential.correction_for` of ``procedure`` under a progress bar of
-    ``b`` (a correction found in the cache runs no batch, and the bar says so)."""
+    ``b`` (a correction found in the cache runs no batch, and the bar says so); ``n_jobs``
+    processes fit the pooled model's refits (the bar says how many)."""
+    from ..models._look_pool import resolve_n_jobs
     from ..sequential import correction_for  # on first use: the simulation imports scipy
 
-    task = b.add(f"calibration ({n_sims:,} sims/truth)", total=None, unit="batches")
+    processes = resolve_n_jobs(n_jobs)
+    where = "" if processes == 1 else f", {processes} processes"
+    task = b.add(f"calibration ({n_sims:,} sims/truth{where})", total=None, unit="batches")
     corr = correction_for(
         procedure,
         target=target,
@@ -302,6 +309,7 @@ def calibrate(
         rates=rates,
         rng=rng,
         progress=b.callback(task),
+        n_jobs=n_jobs,
     )
     b.finish(task, none_done="reused from the cache (same procedure, claim and seed)")
     return corr

@@ -19,12 +19,14 @@ import typer
 from ..models import prior_label
 from ._app import (
     MAX_N_SIMS,
+    N_JOBS_HELP,
     UserError,
     _check_out_file,
     _command,
     _console,
     _int_in,
     _max_mcse,
+    _n_jobs,
     _setup_matplotlib,
     app,
 )
@@ -285,12 +287,14 @@ def certify(
         float,
         typer.Option("--max-mcse", help="Largest Monte Carlo s.e. of the corrected actual level."),
     ] = 0.005,
+    n_jobs: Annotated[int, typer.Option("--n-jobs", help=N_JOBS_HELP)] = 1,
     as_json: Annotated[bool, typer.Option("--json", help=_JSON_HELP)] = False,
 ) -> None:
     """Certify metric >= target at the audit's level (corrected for repeated looks)."""
     from .._validation import check_level
 
     _int_in(n_sims, "--n-sims", 1, MAX_N_SIMS)
+    _n_jobs(n_jobs)
     _max_mcse(max_mcse)
     if level is not None:
         check_level(level, "--level")
@@ -308,6 +312,7 @@ def certify(
         level=level,
         n_sims=n_sims,
         max_mcse=max_mcse,
+        n_jobs=n_jobs,
     )
     _look("certify", opened, decision)
     if as_json:
@@ -343,10 +348,12 @@ def report(
         float,
         typer.Option("--max-mcse", help="Largest Monte Carlo s.e. of the corrected actual level."),
     ] = 0.005,
+    n_jobs: Annotated[int, typer.Option("--n-jobs", help=N_JOBS_HELP)] = 1,
 ) -> None:
     """Write the posterior report (self-contained HTML, or Markdown with PNG files)."""
     _setup_matplotlib()
     _int_in(n_sims, "--n-sims", 1, MAX_N_SIMS)
+    _n_jobs(n_jobs)
     _max_mcse(max_mcse)
     if out.suffix.lower() not in (".html", ".htm", ".md"):
         raise UserError(f"--out {str(out)!r} has suffix {out.suffix!r}; allowed: .html or .md")
@@ -363,6 +370,7 @@ def report(
             level=None,
             n_sims=n_sims,
             max_mcse=max_mcse,
+            n_jobs=n_jobs,
         )
     _look("report", opened, decision)
     _write(opened, post, decision, out)

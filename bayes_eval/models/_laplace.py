@@ -46,6 +46,7 @@ __all__ = [
     "importance_nodes",
     "importance_weights",
     "integration",
+    "integration_settings",
     "neg_inverse",
     "newton",
     "stencil",
@@ -278,6 +279,13 @@ def integration(
     finally:
         NODES, SCALE, DESIGN_SEED, _DF = old
         _DESIGNS.clear()
+
+
+def integration_settings() -> tuple[int, float, int, float]:
+    """The integration in force: ``(nodes, scale, seed, df)``, the arguments of
+    :func:`integration` that reproduce it (worker processes of a calibration fit with the
+    settings of the process that asked, :mod:`bayes_eval.models._look_pool`)."""
+    return NODES, SCALE, DESIGN_SEED, _DF
 
 
 def importance_weights(log_p: np.ndarray, log_q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -58,8 +58,9 @@ from .._loop import BatchPlan, LockStep, LockStepAllocator, design_state
 from .._protocols import StrataLike
 from .._validation import RNGLike, as_generator, check_positive_int
 from ..designs import make_design
-from ..models import allocation_prior, allocation_rate, design_prior
+from ..models import allocation_prior, design_prior
 from ..models._linear_form import LinearFormNodes
+from ..models._look_pool import RefitChunk, RefitPool, concat_fits
 from ..priors import Prior
 from ._linear import beta_form_cumulants, linear_form, prob_linear_ge
 
@@ -190,9 +191,11 @@ class PathSetup:
         n_sims: int,
         rng: RNGLike,
         progress: Callable[[int, int], None] | None = None,
+        pool: RefitPool | None = None,
     ) -> np.ndarray:
         """``P(metric >= target)`` at each look of ``n_sims`` audits of each truth ``positives``
-        (``(T, K)`` or ``(K,)``): ``(T, S, J)`` (:func:`simulate_paths`)."""
+        (``(T, K)`` or ``(K,)``): ``(T, S, J)`` (:func:`simulate_paths`; ``pool`` fits the
+        pooled look model's refits)."""
         return simulate_paths(
             sizes=self.sizes,
             predicted=self.predicted,
@@ -212,6 +215,7 @@ class PathSetup:
             score_mean=self.score_mean,
             progress=progress,
             draws=self.draws,
+            pool=pool,
         )
 
 
@@ -248,11 +252,13 @@ def _effective_prior(
     score_mean: np.ndarray | None,
     init: np.ndarray | None = None,
     form: tuple[np.ndarray, np.ndarray, bool] | None = None,
+    pool: RefitPool | None = None,
 ) -> _Refit:
     """Per-row Beta priors ``(R, K)`` whose conjugate update is the model's marginal posterior
     and the design's Betas; for the pooled model also every row's hyper-mode ``(R, 5)`` and,
     given ``form`` (sizes, weights ``w``, finite population), the cumulants of
-    ``sum_k w_k P_k`` at every hyper-node."""
+    ``sum_k w_k P_k`` at every hyper-node (the chunks of distinct rows fitted by ``pool``:
+    :mod:`bayes_eval.models._look_pool`; ``None``: in this process)."""
     k = n.shape[1]
     # audits with the same counts have the same posterior: fit each distinct row once
     rows, first, inverse = np.unique(
@@ -261,25 +267,28 @@ def _effective_prior(
     inverse = np.asarray(inverse).reshape(-1)
     un, uh = rows[:, :k], rows[:, k:]
     if model == "pooled":
-        from ..models._look import look_refit
+        from ..models._laplace import integration_settings
         from ..models._profile import score_profile_of
 
         sizes, w, finite = form if form is not None else (None, None, True)
         profile = score_profile_of(strata)
         if w is None or not np.array_equal(sizes, profile.sizes):
             raise ValueError("the pooled look model needs the metric's linear form on the strata")
-        parts: list[tuple[np.ndarray, ...]] = []
-        for lo in range(0, un.shape[0], REFIT_CHUNK):
-            cn, ch = un[lo : lo + REFIT_CHUNK], uh[lo : lo + REFIT_CHUNK]
-            start = None if init is None else init[first[lo : lo + REFIT_CHUNK]]
-            fit = look_refit(profile, cn, ch, w, finite_population=finite, init=start)
-            # the design's Betas (design_prior of the fit: its allocation rates at the counts)
-            ua, ub = allocation_prior(allocation_rate(fit, profile), cn, ch)
-            rate = (ua + ch) / (ua + ub + cn)
-            cumulants = (fit.nodes.weight, fit.nodes.k1, fit.nodes.k2, fit.nodes.k3)
-            parts.append((fit.prior_a, fit.prior_b, rate, fit.mode, *cumulants))
-        joined = (np.concatenate(x)[inverse] for x in zip(*parts, strict=True))
-        ma, mb, rate, mode, *cumulants = joined
+        design = integration_settings()
+        chunks = [
+            RefitChunk(
+                profile,
+                un[lo : lo + REFIT_CHUNK],
+                uh[lo : lo + REFIT_CHUNK],
+                None if init is None else init[first[lo : lo + REFIT_CHUNK]],
+                w,
+                bool(finite),
+                design,
+            )
+            for lo in range(0, un.shape[0], REFIT_CHUNK)
+        ]
+        fits = (RefitPool() if pool is None else pool).map(chunks)
+        ma, mb, rate, mode, *cumulants = concat_fits(fits, inverse)
         return _Refit(ma, mb, rate, mode, LinearFormNodes(*cumulants))
     ua, ub = np.empty(un.shape), np.empty(un.shape)
     for r in range(un.shape[0]):
@@ -333,6 +342,7 @@ def simulate_paths(
     score_mean: np.ndarray | None = None,
     progress: Callable[[int, int], None] | None = None,
     draws: int | None = None,
+    pool: RefitPool | None = None,
 ) -> np.ndarray:
     """``P(metric >= target)`` at each look of ``n_sims`` audits of each truth: ``(T, S, J)``.
 
@@ -342,7 +352,9 @@ def simulate_paths(
     the probability at each look is the share of ``draws`` posterior draws at or above the
     target, as the audit computes it: ``Binomial(draws, P) / draws`` (fresh draws at every look,
     so the noise is independent across looks), from a generator spawned from ``rng``, so the
-    simulated labels are the same as without ``draws``.
+    simulated labels are the same as without ``draws``. ``pool`` (a
+    :class:`~bayes_eval.models._look_pool.RefitPool`) fits the pooled look model's refits,
+    possibly in worker processes: the same numbers bit for bit (``None``: in this process).
     """
     rng = as_generator(rng)
     noise = None
@@ -398,7 +410,7 @@ def simulate_paths(
         last = j is not None and j == schedule.shape[0] - 1
         if not exact and (labelled >= REFIT_GROWTH * refit_at or last):
             refit = _effective_prior(
-                model, strata, audits.n, audits.h, a, b, score_mean, mode, form
+                model, strata, audits.n, audits.h, a, b, score_mean, mode, form, pool
             )
             eff_a, eff_b, mode, rate = refit.a, refit.b, refit.mode, refit.design_rate
             if rate is None:

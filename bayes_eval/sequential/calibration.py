@@ -22,11 +22,13 @@ from .._validation import (
     check_bool,
     check_level,
     check_max_mcse,
+    check_n_jobs,
     check_option,
     check_positive_int,
 )
 from ..designs import Design
 from ..metrics import metric_of_positives
+from ..models._look_pool import RefitPool
 from ..priors import Prior, PriorSpec
 from ._linear import SUPPORTED_METRICS, least_favourable_truth
 from ._paths import PathSetup, check_calibration_args, named_design, strict_plan
@@ -389,6 +391,7 @@ def calibrate_sequential(
     model: str = "independent",
     progress: Callable[[int, int], None] | None = None,
     draws: int | None = None,
+    n_jobs: int | None = None,
 ) -> SequentialCalibration:
     """Simulate repeated acceptance testing under the least-favourable truth.
 
@@ -449,6 +452,9 @@ def calibrate_sequential(
     draws : int, optional
         Monte Carlo draws the audit decides on at each look: the simulated probabilities get
         their binomial noise (``None``: exact probabilities).
+    n_jobs : int or None
+        Processes that fit the pooled look model's refits (:mod:`bayes_eval.models._look_pool`):
+        ``None`` or 1 this one, ``-1`` one per CPU. The result is the same bit for bit.
 
     Returns
     -------
@@ -476,6 +482,7 @@ def calibrate_sequential(
         target if truth_metric is None else check_target(metric, truth_metric, "truth_metric")
     )
     n_sims = check_calibration_args(n_sims, progress, " to estimate a coverage curve")
+    n_jobs = check_n_jobs(n_jobs)
     check_max_mcse(max_mcse)
     check_bool(finite_population, "finite_population")
     if model != "independent" and strata is None:
@@ -519,7 +526,8 @@ def calibrate_sequential(
         strata=strata,
         draws=draws,
     )
-    prob = setup.simulate(positives, n_sims, gen, progress)[0]
+    with RefitPool(n_jobs) as pool:
+        prob = setup.simulate(positives, n_sims, gen, progress, pool)[0]
     curve = _curve(prob, schedule, grid)
     truth = xr.Dataset(
         {

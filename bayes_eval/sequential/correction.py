@@ -34,7 +34,14 @@ from numpy.typing import ArrayLike
 
 from .._procedure import Procedure
 from .._protocols import StrataLike
-from .._validation import RNGLike, as_generator, check_level, check_max_mcse, check_positive_int
+from .._validation import (
+    RNGLike,
+    as_generator,
+    check_level,
+    check_max_mcse,
+    check_n_jobs,
+    check_positive_int,
+)
 from .boundary import DEFAULT_SHAPES, DEFAULT_Z
 from .calibration import (
     DEFAULT_NOMINAL,
@@ -454,6 +461,7 @@ def correction_for(
     rates: str | ArrayLike = "auto",
     rng: RNGLike = None,
     progress: Callable[[int, int], None] | None = None,
+    n_jobs: int | None = None,
 ) -> Correction:
     """The sequential correction of ``procedure`` for the claim ``metric >= target`` at the
     actual ``level`` (cached; see the module docstring).
@@ -483,6 +491,10 @@ def correction_for(
         Seed of the simulation; default the procedure's seed.
     progress : callable ``(done, total)``, optional
         Called as the simulation advances (simulated audit-batches); not called on a cache hit.
+    n_jobs : int or None
+        Processes that fit the pooled look model's refits, most of a pooled calibration's work
+        (:mod:`bayes_eval.models._look_pool`): ``None`` or 1 this one, ``-1`` one per CPU.
+        The correction is the same bit for bit, so ``n_jobs`` is not part of the cache key.
 
     Returns
     -------
@@ -494,6 +506,7 @@ def correction_for(
     check_looks(looks)
     if progress is not None and not callable(progress):
         raise TypeError(f"progress={progress!r}; allowed: a callable (done, total) or None")
+    n_jobs = check_n_jobs(n_jobs)
     budget, batch = procedure.budget, procedure.batch_size
     if budget is None or batch is None:
         raise ValueError(
@@ -569,6 +582,7 @@ def correction_for(
             progress=progress,
             rates_label=source,
             draws=int(procedure.draws),
+            n_jobs=n_jobs,
         )
         b = wc.boundary
         w = b.worst

@@ -39,12 +39,14 @@ from .._validation import (
     RNGLike,
     as_generator,
     check_level,
+    check_n_jobs,
     check_option,
     check_positive_int,
 )
 from ..designs import Design
 from ..metrics import metric_of_positives
 from ..models import DEFAULT_MODEL, prior_label
+from ..models._look_pool import RefitPool
 from ..priors import Prior, PriorSpec
 from ._linear import SUPPORTED_METRICS, least_favourable_truth
 from ._paths import PathSetup, check_calibration_args, look_model_of, named_design, strict_plan
@@ -233,6 +235,7 @@ def calibrate_worst_case(
     progress: Callable[[int, int], None] | None = None,
     rates_label: str | None = None,
     draws: int | None = None,
+    n_jobs: int | None = None,
 ) -> WorstCaseCalibration:
     """Calibrate the repeated-look rule at every truth of the family (module docstring).
 
@@ -276,6 +279,9 @@ def calibrate_worst_case(
         Monte Carlo draws the audit decides on at each look (``Audit(draws=)``; the sequential
         correction passes the procedure's): the simulated probabilities get that binomial
         noise, which adds crossings near the boundary. ``None`` simulates exact probabilities.
+    n_jobs : int or None
+        Processes that fit the pooled look model's refits (:mod:`bayes_eval.models._look_pool`):
+        ``None`` or 1 this one, ``-1`` one per CPU. The result is the same bit for bit.
 
     Returns
     -------
@@ -296,6 +302,7 @@ def calibrate_worst_case(
     target = check_level(target, "target")  # a family at the target needs 0 < target < 1
     level = check_level(level, "level")
     n_sims = check_calibration_args(n_sims, progress, "")
+    n_jobs = check_n_jobs(n_jobs)
     if not isinstance(model, str):
         raise TypeError(f"model={model!r} must be a model name (str)")
     if model != "independent" and not hasattr(strata, "population"):
@@ -377,7 +384,7 @@ def calibrate_worst_case(
             if progress is not None:
                 progress(before + d, total)
 
-        return setup.simulate(positives, sims, gen, tick)
+        return setup.simulate(positives, sims, gen, tick, pool)
 
     fam: list[np.ndarray] = []
     full = np.zeros(n_fam, dtype=bool)
@@ -392,26 +399,27 @@ def calibrate_worst_case(
             fam[t] = np.concatenate([fam[t], extra[i]])
         full[idx] = True
 
-    # stage 1: every truth (and the one above the target) at n_sims / 4
-    first = run(pos, n_first, 0)
-    done = n_batches * pos.shape[0] * n_first
-    mprob = first[n_fam] if first.shape[0] > n_fam else None
-    fam.extend(first[t] for t in range(n_fam))
-    # stage 2: the truths that bind (highest stage-1 rates) again at the full n_sims; the
-    # others keep their stage-1 paths, so the boundary still holds at them
-    promote(screening_keep(fam, schedule, level=level, margin_prob=mprob, shapes=shapes))
-    boundary = fit_boundary(fam, schedule, level=level, margin_prob=mprob, shapes=shapes)
-    # stage 3: a truth simulated only at the screening size that the final boundary brings
-    # within one MC s.e. of its allowance gets the full n_sims too, and the boundary is refit,
-    # until every truth near its allowance has n_sims * 5 / 4 paths (a boundary fitted to 500
-    # lucky paths can miss by 3 points there, bench_certification_pooled.txt, session 21)
-    while boundary.attainable:
-        near = np.flatnonzero(~full & near_allowance(fam, boundary.nominal, level))
-        if near.size == 0:
-            break
-        total += n_batches * near.size * n_sims
-        promote(near)
+    with RefitPool(n_jobs) as pool:  # the look model's refits, in n_jobs processes
+        # stage 1: every truth (and the one above the target) at n_sims / 4
+        first = run(pos, n_first, 0)
+        done = n_batches * pos.shape[0] * n_first
+        mprob = first[n_fam] if first.shape[0] > n_fam else None
+        fam.extend(first[t] for t in range(n_fam))
+        # stage 2: the truths that bind (highest stage-1 rates) again at the full n_sims; the
+        # others keep their stage-1 paths, so the boundary still holds at them
+        promote(screening_keep(fam, schedule, level=level, margin_prob=mprob, shapes=shapes))
         boundary = fit_boundary(fam, schedule, level=level, margin_prob=mprob, shapes=shapes)
+        # stage 3: a truth simulated only at the screening size that the final boundary brings
+        # within one MC s.e. of its allowance gets the full n_sims too, and the boundary is refit,
+        # until every truth near its allowance has n_sims * 5 / 4 paths (a boundary fitted to 500
+        # lucky paths can miss by 3 points there, bench_certification_pooled.txt, session 21)
+        while boundary.attainable:
+            near = np.flatnonzero(~full & near_allowance(fam, boundary.nominal, level))
+            if near.size == 0:
+                break
+            total += n_batches * near.size * n_sims
+            promote(near)
+            boundary = fit_boundary(fam, schedule, level=level, margin_prob=mprob, shapes=shapes)
     return WorstCaseCalibration(
         boundary=boundary,
         truths=truths,

@@ -23,6 +23,7 @@ from .._validation import (
     check_bool,
     check_level,
     check_max_mcse,
+    check_n_jobs,
     check_positive_int,
 )
 from ..certification import Certification, certify
@@ -70,6 +71,9 @@ class Accept(StopRule):
         budget (``"geometric"``, :func:`bayes_eval.sequential.geometric_looks`: fewer looks, a
         smaller correction, fewer labels to accept a good classifier), or at the given label
         counts (multiples of the batch size). Between looks the rule never accepts.
+    n_jobs : int or None
+        Processes the calibration uses (:func:`bayes_eval.sequential.correction_for`): ``None``
+        or 1 this one, ``-1`` one per CPU; the same corrected levels whatever it is.
 
     Notes
     -----
@@ -94,6 +98,7 @@ class Accept(StopRule):
         rates: str | ArrayLike = "auto",
         max_mcse: float = 0.005,
         looks: str | ArrayLike | None = None,
+        n_jobs: int | None = None,
     ) -> None:
         self.target = check_target(None, target)
         self.level = check_level(level, "level")
@@ -109,6 +114,7 @@ class Accept(StopRule):
         self.rng = rng
         self.rates = check_rates(rates)
         self.looks = check_looks(looks)
+        self.n_jobs = check_n_jobs(n_jobs)
         self._schedule: np.ndarray | None = None
         self._batch = 1
         self._stored: Correction | None = None
@@ -140,6 +146,7 @@ class Accept(StopRule):
             looks=self.looks,
             rates=self.rates,
             rng=self.rng,
+            n_jobs=self.n_jobs,
         )
         self._schedule = self._stored.looks
 
