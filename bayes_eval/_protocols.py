@@ -130,13 +130,12 @@ def check_strata(strata: Any, population: PopulationLike, data: str = "populatio
     population than ``population`` (``ValueError``: neither the same object nor the same
     fingerprint). ``data`` names the argument holding the population, for the message. The one
     check of :class:`~bayes_eval.Audit` and :func:`~bayes_eval.simulate`."""
-    for attr in ("sizes", "predicted", "n_strata"):
-        if not hasattr(strata, attr):
-            raise TypeError(
-                f"strata has type {type(strata).__name__}; allowed: a Strata from "
-                "bayes_eval.stratify"
-            )
-    made_from = getattr(strata, "population", population)
+    if not isinstance(strata, StrataLike):  # every member of the protocol, population too
+        raise TypeError(
+            f"strata has type {type(strata).__name__}; allowed: a Strata from "
+            "bayes_eval.stratify"
+        )
+    made_from = strata.population
     if made_from is population:
         return
     fingerprint = getattr(made_from, "fingerprint", None)

@@ -242,6 +242,14 @@ def test_bad_data(lp):
         be.simulate(pop, strata=strata, designs="random", budget=5, batch_size=5, n_reps=1)
     with pytest.raises(TypeError, match="strata has type list"):
         be.simulate((pop, truth), strata=[1, 2], designs="random", budget=5, batch_size=5, n_reps=1)
+
+    class NoPopulation:  # strata-like, but without the protocol's population
+        sizes, predicted, n_strata = strata.sizes, strata.predicted, strata.n_strata
+
+    with pytest.raises(TypeError, match="strata has type NoPopulation; allowed: a Strata"):
+        be.simulate(
+            (pop, truth), strata=NoPopulation(), designs="random", budget=5, batch_size=5, n_reps=1
+        )
     other = be.Population(np.random.default_rng(0).random(100), threshold=0.5)
     with pytest.raises(ValueError, match="different population than the data given"):
         be.simulate(
