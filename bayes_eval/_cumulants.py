@@ -96,15 +96,16 @@ def prob_at_least(
         g = big3 / (big2 * sd)
     z = np.where(degenerate, 0.0, z)
     g = np.where(degenerate | ~np.isfinite(g), 0.0, g)
+    z, g = np.broadcast_arrays(z, g)
     normal = np.abs(g) < _NORMAL_SKEW
-    gs = np.where(normal, 1.0, g)
-    k = 4.0 / (gs * gs)
-    rk = np.sqrt(k)
-    # L = K1 + sd * sign(g) * (G - k) / sqrt(k), G ~ Gamma(k, 1)
-    p_gamma = np.where(
-        gs > 0,
-        special.gammaincc(k, np.maximum(k + z * rk, 0.0)),
-        special.gammainc(k, np.maximum(k - z * rk, 0.0)),
-    )
-    p = np.where(normal, special.ndtr(-z), p_gamma)
+    right = ~normal & (g > 0)
+    left = ~normal & ~right
+    # each element evaluates only its own branch (the gamma functions are most of the cost)
+    p = np.empty(z.shape)
+    p[normal] = special.ndtr(-z[normal])
+    for side, tail, sign in ((right, special.gammaincc, 1.0), (left, special.gammainc, -1.0)):
+        gs = g[side]
+        k = 4.0 / (gs * gs)
+        # L = K1 + sd * sign(g) * (G - k) / sqrt(k), G ~ Gamma(k, 1)
+        p[side] = tail(k, np.maximum(k + sign * z[side] * np.sqrt(k), 0.0))
     return np.where(degenerate, (big1 >= c - 1e-9 * scale).astype(np.float64), p)
