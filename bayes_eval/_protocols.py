@@ -132,8 +132,7 @@ def check_strata(strata: Any, population: PopulationLike, data: str = "populatio
     check of :class:`~bayes_eval.Audit` and :func:`~bayes_eval.simulate`."""
     if not isinstance(strata, StrataLike):  # every member of the protocol, population too
         raise TypeError(
-            f"strata has type {type(strata).__name__}; allowed: a Strata from "
-            "bayes_eval.stratify"
+            f"strata has type {type(strata).__name__}; allowed: a Strata from bayes_eval.stratify"
         )
     made_from = strata.population
     if made_from is population:

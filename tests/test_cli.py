@@ -474,6 +474,19 @@ def test_pair_recall_bad_labels_option():
 
 
 # ------------------------------------------------------------------------------ demo
+def test_demo_says_when_the_calibration_workers_stop(tmp_path, monkeypatch):
+    from bayes_eval import sequential
+    from bayes_eval.models._look_pool import WorkerPoolError
+
+    def stopped(*args, **kwargs):
+        raise WorkerPoolError("killed") from OSError("worker 123 exited with signal 9")
+
+    monkeypatch.setattr(sequential, "correction_for", stopped)
+    res = run("demo", "--out", tmp_path / "d.html", "--n-jobs", "2", "--budget", "100")
+    assert_user_error(res, r"--n-jobs 2\) stopped \(worker 123 exited with signal 9\).*--n-jobs 1")
+    assert not (tmp_path / "d.html").exists()
+
+
 def test_demo_runs_end_to_end_and_writes_a_report(tmp_path):
     out = tmp_path / "demo.html"
     res = run(

@@ -545,3 +545,21 @@ def test_bad_n_jobs_is_refused_before_any_simulation(n_jobs, error):
         be.sequential.calibrate_worst_case(st, target=0.6, n_sims=100, n_jobs=n_jobs)
     with pytest.raises(error, match="n_jobs="):
         be.stop.Accept(0.6, n_jobs=n_jobs)
+
+
+class _ExitOnArrival:
+    """Unpickles, in a worker, as ``os._exit(3)``: a worker that dies mid-calibration."""
+
+    def __reduce__(self):
+        import os
+
+        return (os._exit, (3,))
+
+
+def test_a_worker_that_dies_is_a_clear_error_naming_n_jobs():
+    from bayes_eval.models._look_pool import RefitChunk, RefitPool, WorkerPoolError
+
+    chunk = RefitChunk(_ExitOnArrival(), np.zeros((1, 2)), np.zeros((1, 2)), None, np.ones(2),
+                       True, (512, 1.5, 0, 5.0))  # fmt: skip
+    with RefitPool(2) as pool, pytest.raises(WorkerPoolError, match=r"n_jobs=2 stopped .*n_jobs=1"):
+        pool.map([chunk, chunk])

@@ -293,24 +293,32 @@ def calibrate(
     """:func:`bayes_eval.sequential.correction_for` of ``procedure`` under a progress bar of
     ``b`` (a correction found in the cache runs no batch, and the bar says so); ``n_jobs``
     processes fit the pooled model's refits (the bar says how many)."""
-    from ..models._look_pool import resolve_n_jobs
+    from ..models._look_pool import WorkerPoolError, resolve_n_jobs
     from ..sequential import correction_for  # on first use: the simulation imports scipy
 
     processes = resolve_n_jobs(n_jobs)
     where = "" if processes == 1 else f", {processes} processes"
     task = b.add(f"calibration ({n_sims:,} sims/truth{where})", total=None, unit="batches")
-    corr = correction_for(
-        procedure,
-        target=target,
-        level=level,
-        n_sims=n_sims,
-        max_mcse=max_mcse,
-        looks=looks,
-        rates=rates,
-        rng=rng,
-        progress=b.callback(task),
-        n_jobs=n_jobs,
-    )
+    try:
+        corr = correction_for(
+            procedure,
+            target=target,
+            level=level,
+            n_sims=n_sims,
+            max_mcse=max_mcse,
+            looks=looks,
+            rates=rates,
+            rng=rng,
+            progress=b.callback(task),
+            n_jobs=n_jobs,
+        )
+    except WorkerPoolError as exc:
+        b.drop(task)
+        raise UserError(
+            f"the calibration's worker processes (--n-jobs {n_jobs}) stopped "
+            f"({exc.__cause__ or exc}); a worker killed or out of memory stops them; allowed "
+            "instead: --n-jobs 1 (no worker process)"
+        ) from None
     b.finish(task, none_done="reused from the cache (same procedure, claim and seed)")
     return corr
 

@@ -95,6 +95,10 @@ class Bars:
         done = int(t.completed)
         self.update(task, done, total=max(done, 1))
 
+    def drop(self, task: int) -> None:
+        """Remove the bar (its work failed: the error line says why)."""
+        self.progress.remove_task(task)
+
     @contextmanager
     def step(self, description: str) -> Iterator[None]:
         """A step with nothing to count (drawing a report): a pulsing bar with the elapsed time

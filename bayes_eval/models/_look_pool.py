@@ -14,7 +14,9 @@ that runs threads), on the first refit with more than one chunk, and live until 
 ends; each imports the compiled kernels once (a few seconds, ~0.2 GB). The module lives in
 :mod:`bayes_eval.models`, so a worker imports the model's numerics only (numpy, scipy, numba;
 not xarray or pandas). As with every process pool, a script that asks for ``n_jobs > 1`` must
-do so under ``if __name__ == "__main__":``.
+do so under ``if __name__ == "__main__":``. A pool whose worker dies (killed, out of memory, or a
+script without that guard) raises :class:`WorkerPoolError`.
+
 Each chunk carries the importance design in force where it was made
 (:func:`bayes_eval.models._laplace.integration_settings`), so a benchmark's
 :func:`~bayes_eval.models._laplace.integration` block holds in the workers too.
@@ -34,7 +36,19 @@ import numpy as np
 
 from ._profile import ScoreProfile
 
-__all__ = ["ChunkFit", "RefitChunk", "RefitPool", "concat_fits", "fit_chunk", "resolve_n_jobs"]
+__all__ = [
+    "ChunkFit",
+    "RefitChunk",
+    "RefitPool",
+    "WorkerPoolError",
+    "concat_fits",
+    "fit_chunk",
+    "resolve_n_jobs",
+]
+
+
+class WorkerPoolError(RuntimeError):
+    """The worker processes of ``n_jobs`` stopped before the calibration ended."""
 
 
 def resolve_n_jobs(n_jobs: int) -> int:
@@ -138,7 +152,7 @@ class RefitPool:
             return list(self._executor.map(fit_chunk, chunks))
         except BrokenProcessPool as err:
             self.close()
-            raise RuntimeError(
+            raise WorkerPoolError(
                 f"the worker processes of n_jobs={self.n_jobs} stopped ({err}); a worker "
                 "that runs out of memory or is killed stops the pool, and a script that asks "
                 "for n_jobs > 1 must do so under `if __name__ == '__main__':`; allowed "
