@@ -292,11 +292,11 @@ def calibrate(
 ) -> Correction:
     """:func:`bayes_eval.sequential.correction_for` of ``procedure`` under a progress bar of
     ``b`` (a correction found in the cache runs no batch, and the bar says so); ``n_jobs``
-    processes fit the pooled model's refits (the bar says how many)."""
+    processes fit the pooled model's refits (the bar says how many; other models run in one)."""
     from ..models._look_pool import WorkerPoolError, resolve_n_jobs
     from ..sequential import correction_for  # on first use: the simulation imports scipy
 
-    processes = resolve_n_jobs(n_jobs)
+    processes = resolve_n_jobs(n_jobs) if procedure.model == "pooled" else 1  # its refits only
     where = "" if processes == 1 else f", {processes} processes"
     task = b.add(f"calibration ({n_sims:,} sims/truth{where})", total=None, unit="batches")
     try:
