@@ -37,14 +37,16 @@ def _int_in(value: int, flag: str, lo: int, hi: int) -> int:
 
 
 def _n_jobs(value: int) -> int:
-    """``--n-jobs``: -1 (one process per CPU) or 1 ... ``MAX_N_JOBS`` processes."""
-    from .._validation import MAX_N_JOBS
+    """``--n-jobs``: the library's rule (:func:`bayes_eval._validation.check_n_jobs`), worded
+    for the flag."""
+    from .._validation import MAX_N_JOBS, check_n_jobs
 
-    if value != -1 and not 1 <= value <= MAX_N_JOBS:
+    try:
+        return check_n_jobs(value, "--n-jobs")
+    except ValueError:
         raise UserError(
             f"--n-jobs {value} is out of range; allowed: 1 to {MAX_N_JOBS:,}, or -1 (one per CPU)"
-        )
-    return value
+        ) from None
 
 
 N_JOBS_HELP = (
