@@ -31,6 +31,7 @@ from bayes_eval.sequential import (
 from bayes_eval.sequential import correction as corrmod
 from bayes_eval.sequential._paths import simulate_paths
 from bayes_eval.sequential.boundary import DEFAULT_Z, allowed_accepts, near_allowance
+from bayes_eval.sequential.calibration import calibration_key
 from bayes_eval.sequential.robust import KEEP_TRUTHS
 from bayes_eval.stop import Procedure
 
@@ -563,3 +564,49 @@ def test_a_worker_that_dies_is_a_clear_error_naming_n_jobs():
                        True, (512, 1.5, 0, 5.0))  # fmt: skip
     with RefitPool(2) as pool, pytest.raises(WorkerPoolError, match=r"n_jobs=2 stopped .*n_jobs=1"):
         pool.map([chunk, chunk])
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("model", ["pooled", "hierarchical", "independent"])
+def test_cache_key_sees_the_scores_the_model_reads(monkeypatch, model):
+    """Two populations whose strata agree in sizes and score ranges but not in the scores inside
+    them: the pooled model (its covariate histogram) and the hierarchical model (stratum mean
+    scores) calibrate differently, so their keys differ; the independent model reads neither."""
+    s1 = np.linspace(0.01, 0.99, 2000)
+    st1 = be.stratify(be.Population(s1, threshold=0.5), n_strata=3)
+    lo, hi = st1.score_min[st1.assignment], st1.score_max[st1.assignment]
+    s2 = lo + (s1 - lo) ** 3 / np.where(hi > lo, hi - lo, 1.0) ** 2  # same ends, squeezed inside
+    st2 = be.stratify(be.Population(s2, threshold=0.5), n_strata=3)
+    assert np.array_equal(st1.sizes, st2.sizes)
+    assert np.array_equal(st1.score_min, st2.score_min)
+    assert np.array_equal(st1.score_max, st2.score_max)
+    keys = []
+
+    def record(**parts):
+        keys.append(calibration_key(**parts))
+        return keys[-1]
+
+    def stop(*args, **kwargs):
+        raise _Stop
+
+    monkeypatch.setattr(corrmod, "calibration_key", record)
+    monkeypatch.setattr(corrmod, "calibrate_worst_case", stop)
+    corrmod.clear_cache()
+    for st in (st1, st2):
+        proc = Procedure(
+            strata=st,
+            metric="f1",
+            design="proportional",
+            design_options={},
+            model=model,
+            prior=Prior.resolve("jeffreys", st.n_strata),
+            batch_size=50,
+            budget=100,
+            seed=1,
+        )
+        with pytest.raises(_Stop):
+            correction_for(proc, target=0.6, level=0.8, n_sims=100, max_mcse=0.04)
+    assert (keys[0] != keys[1]) == (model != "independent")

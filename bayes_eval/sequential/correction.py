@@ -33,7 +33,7 @@ import xarray as xr
 from numpy.typing import ArrayLike
 
 from .._procedure import Procedure
-from .._protocols import StrataLike
+from .._protocols import StrataLike, score_mean
 from .._validation import (
     RNGLike,
     as_generator,
@@ -42,6 +42,7 @@ from .._validation import (
     check_n_jobs,
     check_positive_int,
 )
+from ..models._profile import score_profile_of
 from .boundary import DEFAULT_SHAPES, DEFAULT_Z
 from .calibration import (
     DEFAULT_NOMINAL,
@@ -65,6 +66,7 @@ __all__ = [
     "clear_cache",
     "correction_for",
     "planning_rates",
+    "scores_read",
 ]
 
 #: file in the audit directory holding cached corrections, by key
@@ -450,6 +452,21 @@ def _curve(wc: WorstCaseCalibration) -> xr.Dataset:
     )
 
 
+def scores_read(model: str, strata: StrataLike) -> list[Any] | None:
+    """What the simulated ``model`` reads of the scores beyond the strata's sizes and score
+    ranges, for the cache key: the pooled model's covariate histogram within every stratum
+    (:func:`bayes_eval.models._profile.score_profile_of`: its curve, its truths drawn from the
+    posterior and its look model depend on it), the hierarchical model's stratum mean scores,
+    nothing for the independent model. Two populations whose strata agree in sizes and score
+    ranges but not in these give different keys."""
+    if model == "pooled":
+        prof = score_profile_of(strata)
+        return [prof.kind, float(prof.center), np.asarray(prof.x), np.asarray(prof.weight)]
+    if model == "hierarchical":
+        return [np.asarray(score_mean(strata), dtype=np.float64)]
+    return None
+
+
 def correction_for(
     procedure: Procedure,
     *,
@@ -532,6 +549,7 @@ def correction_for(
         sizes=np.asarray(strata.sizes),
         predicted=np.asarray(strata.predicted, dtype=int),
         scores=[np.asarray(strata.score_min), np.asarray(strata.score_max)],
+        scores_read=scores_read(procedure.model, strata),
         design=procedure.design,
         options=dict(procedure.design_options or {}),
         model=procedure.model,
