@@ -33,7 +33,10 @@ the widened topics (:data:`heldout_populations.WIDENED`: a second real outcome t
 never saw joins the positives, which then spread over the negatives' scores), each at its
 natural prevalence, at 2 % and as a needle; ``--fresh`` the second held-out group
 (:data:`heldout_populations.FRESH`, session 32: six more populations, defined and committed
-before any audit ran on them). Population names: ``NAME``, ``blind B``, ``widened W``, each
+before any audit ran on them); ``--forest`` the third
+(:data:`heldout_populations.FOREST`, session 37: six populations scored by random forests, with
+scikit-learn's defaults, so exact 0 and 1 scores and ties; committed before any audit ran on
+them). Population names: ``NAME``, ``blind B``, ``widened W``, each
 optionally prefixed by ``needle `` or ``2% `` (any percentage).
 """
 
@@ -64,6 +67,7 @@ from bench_pooled import (
 )
 from heldout_populations import (
     BLIND_GROUPS,
+    FOREST,
     FRESH,
     SOURCES,
     WIDENED,
@@ -302,6 +306,13 @@ def main() -> None:
         help="the fresh held-out group instead (heldout_populations.FRESH, session 32: defined "
         "and committed before its first run): natural prevalence and needle",
     )
+    ap.add_argument(
+        "--forest",
+        action="store_true",
+        help="the forest held-out group instead (heldout_populations.FOREST, session 37: random "
+        "forests' scores, exact 0 and 1; defined and committed before its first run): natural "
+        "prevalence and needle",
+    )
     ap.add_argument("--budgets", type=int, nargs="+", default=[300, 1000])
     ap.add_argument(
         "--strata-method",
@@ -395,8 +406,8 @@ def main() -> None:
         f"{'OASIS':>7} {'ratio':>10}"
     )
     t_start = time.perf_counter()
-    if args.blind + args.widened + args.fresh > 1:
-        ap.error("--blind, --widened and --fresh: choose one")
+    if args.blind + args.widened + args.fresh + args.forest > 1:
+        ap.error("--blind, --widened, --fresh and --forest: choose one")
     kinds = (
         BLIND_GROUPS
         if args.blind
@@ -404,6 +415,8 @@ def main() -> None:
         if args.widened
         else FRESH
         if args.fresh
+        else FOREST
+        if args.forest
         else SOURCES
     )
     for name in args.only or kinds:

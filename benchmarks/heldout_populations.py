@@ -16,6 +16,13 @@ second held-out group, committed before any audit ran on it: ``AER`` Fertility (
 a weak classifier, AUC 0.62), ``openintro`` military (female; a seeded 400,000 of 1.4 million
 rows, 752 distinct scores), ``sampleSelection`` nlswork (union member), ``AER`` CPS1988
 (African-American, 8 %), ``survival`` nafld1 (died) and ``Ecdat`` DoctorContacts (no visit).
+:data:`FOREST` (session 37) is a third, also committed before any audit ran on it, scored by
+scikit-learn's ``RandomForestClassifier`` with its defaults (fully grown trees: scores are
+multiples of about 0.01, many exactly 0 -- 85 % of the items of ``vietnam_injury`` -- and some
+exactly 1; threshold tuned on the out-of-bag scores): ``medicaldata`` covid_testing (positive),
+``Ecdat`` VietNamI (injured, 1 %), ``COUNT`` rwm5yr (a hospital stay), ``wooldridge``
+k401ksubs (a 401(k) participant; ineligible people never are: a true zero rate), happiness
+(very happy; a weak classifier) and labsup (worked).
 :func:`population` builds any of them by name (``needle NAME``, ``2% blind B``, ...). A module
 of its own so that ``bench_heldout.py`` and ``bench_pooled.py`` (its NUTS case) can both use it.
 """
@@ -33,6 +40,7 @@ from bayes_eval.datasets import LabelledPopulation, _f1_threshold, _logistic_irl
 
 __all__ = [
     "BLIND_GROUPS",
+    "FOREST",
     "FRESH",
     "NEEDLE_POSITIVES",
     "SOURCES",
@@ -287,6 +295,77 @@ FRESH = {
 }
 
 
+# ----- The forest group (session 37): defined and committed before its first run --------------
+
+
+def _covid() -> tuple[pd.DataFrame, np.ndarray, str]:
+    d = _rdata("medicaldata", "covid_testing")
+    d = d[d["result"] != "invalid"].reset_index(drop=True)
+    y = (d["result"] == "positive").to_numpy()
+    cols = ["pan_day", "age", "drive_thru_ind", "orderset", "col_rec_tat", "rec_ver_tat"]
+    num = d[cols].astype(float)  # not ct_result: it is the test's own read-out
+    num = num.fillna(num.median())
+    cats = ["gender", "test_id", "demo_group", "payor_group", "patient_class", "clinic_name"]
+    x = pd.concat([num, _one_hot(d, cats)], axis=1)
+    return x, y, "medicaldata covid_testing (CHOP 2020, valid tests); target positive"
+
+
+def _vietnam() -> tuple[pd.DataFrame, np.ndarray, str]:
+    d = _rdata("Ecdat", "VietNamI")
+    y = (d["injury"] == 1).to_numpy()
+    cols = ["pharvis", "lnhhexp", "age", "married", "educ", "illness", "illdays", "actdays"]
+    num = d[cols].astype(float)
+    num["insurance"] = d["insurance"].astype(float)
+    num["female"] = (d["sex"] == "female").astype(float)
+    return num, y, "Ecdat VietNamI (Vietnam 1997 household survey); target injured"
+
+
+def _rwm() -> tuple[pd.DataFrame, np.ndarray, str]:
+    d = _rdata("COUNT", "rwm5yr")
+    y = (d["hospvis"] > 0).to_numpy()
+    cols = ["docvis", "year", "age", "outwork", "female", "married", "kids", "hhninc", "educ"]
+    num = d[[*cols, "self", "edlevel"]].astype(float)
+    return num, y, "COUNT rwm5yr (German health survey 1984-88); target a hospital stay"
+
+
+def _k401k() -> tuple[pd.DataFrame, np.ndarray, str]:
+    d = _rdata("wooldridge", "k401ksubs")
+    y = (d["p401k"] == 1).to_numpy()
+    num = d[["e401k", "inc", "marr", "male", "age", "fsize", "nettfa", "pira"]].astype(float)
+    return num, y, "wooldridge k401ksubs (SIPP 1991); target 401(k) participant"
+
+
+def _happiness() -> tuple[pd.DataFrame, np.ndarray, str]:
+    d = _rdata("wooldridge", "happiness")
+    y = (d["vhappy"] == 1).to_numpy()
+    cols = ["year", "prestige", "educ", "babies", "preteen", "teens", "tvhours", "mothfath16"]
+    num = d[[*cols, "black", "female"]].astype(float)
+    num = num.fillna(num.median())
+    cats = ["workstat", "divorce", "widowed", "reg16", "income", "region", "attend", "owngun"]
+    x = pd.concat([num, _one_hot(d, cats)], axis=1)
+    return x, y, "wooldridge happiness (GSS 1994-2006); target very happy"
+
+
+def _labsup() -> tuple[pd.DataFrame, np.ndarray, str]:
+    d = _rdata("wooldridge", "labsup")
+    y = (d["worked"] == 1).to_numpy()
+    cols = ["kids", "morekids", "boys2", "girls2", "samesex", "multi2nd", "age", "agefstm"]
+    num = d[[*cols, "black", "hispan", "educ", "nonmomi"]].astype(float)
+    return num, y, "wooldridge labsup (1980 census, mothers); target worked last year"
+
+
+#: name -> (features builder, classifier): a third held-out group (session 37), defined and
+#: committed before any audit ran on it, scored by random forests (exact 0 and 1, ties)
+FOREST = {
+    "covid_positive": (_covid, "forest"),
+    "vietnam_injury": (_vietnam, "forest"),
+    "rwm_hospital": (_rwm, "forest"),
+    "k401k_participant": (_k401k, "forest"),
+    "happiness_very": (_happiness, "forest"),
+    "labsup_worked": (_labsup, "forest"),
+}
+
+
 #: name -> the one-hot feature whose positives :func:`build` ``(blind=True)`` keeps out of the
 #: classifier's training part: a sub-topic it never saw (15-32 % of the positives)
 BLIND_GROUPS = {
@@ -310,7 +389,7 @@ def build(name: str, seed: int = 0, blind: bool = False) -> LabelledPopulation:
     too makes no blind spot on three of the four: the subgroup's positives share the other
     positives' features.) The population (the other 70 %) is the same items.
     """
-    make, kind = SOURCES[name] if name in SOURCES else FRESH[name]
+    make, kind = SOURCES[name] if name in SOURCES else {**FRESH, **FOREST}[name]
     frame, y, source = make()
     group = frame[BLIND_GROUPS[name]].to_numpy() == 1 if blind else None
     x = frame.to_numpy(dtype=np.float64)
@@ -343,6 +422,16 @@ def _scored(name, description, x, y, train, test, kind, seed) -> LabelledPopulat
         z = np.column_stack([np.ones(n), (x - mean) / sd])
         w = _logistic_irls(z[train], y[train].astype(np.float64), 1.0)
         scores = 1.0 / (1.0 + np.exp(-(z @ w)))
+    elif kind == "forest":
+        from sklearn.ensemble import RandomForestClassifier
+
+        # scikit-learn's defaults (fully grown trees, 100 of them): scores are multiples of 0.01,
+        # exact 0 and 1 common; the threshold is tuned on the out-of-bag scores, as a careful
+        # user does (the training part's own scores are those of an overfitted forest)
+        clf = RandomForestClassifier(oob_score=True, random_state=seed, n_jobs=1)
+        clf.fit(x[train], y[train])
+        scores = clf.predict_proba(x)[:, 1]
+        threshold = _f1_threshold(clf.oob_decision_function_[:, 1], y[train])
     else:
         from sklearn.ensemble import HistGradientBoostingClassifier
         from threadpoolctl import threadpool_limits
@@ -350,7 +439,8 @@ def _scored(name, description, x, y, train, test, kind, seed) -> LabelledPopulat
         with threadpool_limits(1):  # OpenMP threads fight the lock-step audits for the cores
             clf = HistGradientBoostingClassifier(random_state=seed).fit(x[train], y[train])
             scores = clf.predict_proba(x)[:, 1]
-    threshold = _f1_threshold(scores[train], y[train])
+    if kind != "forest":
+        threshold = _f1_threshold(scores[train], y[train])
     pop = Population(scores[test], threshold=threshold)
     return LabelledPopulation(name, description, pop, y[test].copy())
 
@@ -433,7 +523,7 @@ def _recipe(name: str) -> Callable[[], LabelledPopulation]:
         if not 0.0 < prevalence < 1.0:
             raise ValueError(f"population {name!r}: {first!r} is no percentage in (0, 100)")
         base = rest
-    if base in SOURCES or base in FRESH:
+    if base in SOURCES or base in FRESH or base in FOREST:
         make = partial(build, base)
     elif base.startswith("blind ") and base.removeprefix("blind ") in BLIND_GROUPS:
         make = partial(build, base.removeprefix("blind "), blind=True)
@@ -441,7 +531,8 @@ def _recipe(name: str) -> Callable[[], LabelledPopulation]:
         make = partial(widened, base.removeprefix("widened "))
     else:
         raise ValueError(
-            f"population {name!r} is unknown; allowed: {', '.join([*SOURCES, *FRESH])}, 'blind B' "
+            f"population {name!r} is unknown; allowed: {', '.join([*SOURCES, *FRESH, *FOREST])}, "
+            "'blind B' "
             "with B one "
             f"of {', '.join(BLIND_GROUPS)}, 'widened W' with W one of {', '.join(WIDENED)}; "
             "each optionally prefixed by 'needle ' or 'P% '"

@@ -125,3 +125,21 @@ def test_the_fresh_group_builds_and_its_names_are_accepted():
     assert thin_truth.sum() == 40
     assert (~thin_truth).sum() == (~truth).sum()
     assert thin.name == "needle nafld_death"
+
+
+def test_the_forest_group_builds_with_exact_zero_scores():
+    """Session 37's forest group (``heldout_populations.FOREST``, ``bench_heldout.py --forest``):
+    every name is accepted, and a random forest's scores hold exact zeros and ties, the shape the
+    group is there to check."""
+    from heldout_populations import FOREST, _recipe, build
+
+    for name in FOREST:
+        for full in (name, f"needle {name}", f"2% {name}"):
+            _recipe(full)
+    base = build("vietnam_injury")
+    scores = np.asarray(base.population.scores)
+    truth = np.asarray(base.truth, dtype=bool)
+    assert np.mean(scores == 0.0) > 0.5
+    assert np.unique(scores).size < 200
+    assert 0.005 < truth.mean() < 0.02
+    assert 0 < base.population.predictions.sum() < scores.size
