@@ -369,11 +369,16 @@ def speed(repeat=15):
         print(f"{k:>5} {mp:>10.1f} {mf:>8.1f} {mi:>9.1f} {mp / mi:>7.2f}", flush=True)
 
 
+#: histogram bins OASIS is given where its own rule fails (more than half the scores tie)
+OASIS_TIED_BINS = 1024
+
+
 def run_oasis(lp, seeds, budget=1000, n_bins=None, strata_out=None):
     """OASIS 0.1.3 (F1, alpha = 0.5) with 64 cumulative-sqrt(F) strata on probabilities.
 
     ``n_bins``: the score histogram cum-sqrt(F) cuts (default OASIS's own, Freedman-Diaconis;
-    where that has fewer than 64 bins OASIS makes fewer strata, ``bench_oasis_histogram.py``).
+    where that has fewer than 64 bins OASIS makes fewer strata, ``bench_oasis_histogram.py``;
+    where it has zero width, half the scores tied, :data:`OASIS_TIED_BINS`).
     ``strata_out``: a list that receives the number of strata OASIS made, per seed."""
     import scipy
 
@@ -385,6 +390,11 @@ def run_oasis(lp, seeds, budget=1000, n_bins=None, strata_out=None):
     s = np.asarray(lp.population.scores, dtype=float)
     p = np.asarray(lp.population.predictions, dtype=int)
     t = np.asarray(lp.truth, dtype=bool)
+    bins = n_bins
+    if bins is None and np.subtract(*np.percentile(s, [75, 25])) == 0.0:
+        # OASIS's Freedman-Diaconis rule has zero bin width when half the scores tie (a random
+        # forest's exact zeros) and then fails inside numpy; it is given 1,024 bins there
+        bins = OASIS_TIED_BINS
     out = []
     for seed in seeds:
         np.random.seed(seed)  # noqa: NPY002 - oasis draws from numpy's global state
@@ -398,7 +408,7 @@ def run_oasis(lp, seeds, budget=1000, n_bins=None, strata_out=None):
                 max_iter=400_000,
                 stratification_method="cum_sqrt_F",
                 stratification_n_strata=64,
-                **({} if n_bins is None else {"stratification_n_bins": n_bins}),
+                **({} if bins is None else {"stratification_n_bins": bins}),
             )
             smp.sample_distinct(budget)
         out.append(float(smp.estimate_[-1]))
