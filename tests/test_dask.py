@@ -400,6 +400,26 @@ def test_score_profile_same_as_in_memory(pops, monkeypatch, variable, n_strata):
         dp.scores  # noqa: B018 - the in-memory path is never taken
 
 
+def test_score_profile_exact_zero_and_one_scores(tmp_path):
+    """A random forest's scores (steps of 0.01, most items exactly 0, a few exactly 1): the scan
+    finds the smallest and largest score inside (0, 1) over all pieces, so the out-of-core
+    profile reads the exact 0 and 1 as the in-memory one does (half a step beyond them)."""
+    rng = np.random.default_rng(11)
+    n = 20_000
+    score = np.where(rng.random(n) < 0.7, 0.0, np.round(rng.beta(0.5, 2.0, n), 2))
+    score[rng.choice(n, 30, replace=False)] = 1.0
+    score[:12_000] = np.minimum(score[:12_000], 0.5)  # the largest inner score in a later file
+    frame = pd.DataFrame({"id": np.arange(n), "score": score})
+    root = _write(frame, str(tmp_path / "rf"), [0, 8_000, 12_000, n], 2_000)
+    dp = DaskPopulation.from_parquet(root, score_col="score", id_col="id", threshold=0.5)
+    mp = be.Population.from_parquet(root, score_col="score", id_col="id", threshold=0.5)
+    ds, ms = dp.stratify_lazy(n_strata=6), be.stratify(mp, n_strata=6)
+    prof = score_profile_of(ds)
+    _same_profile(profile_of_strata(ms), prof)
+    inner = score[(score > 0) & (score < 1)]
+    assert prof.x.min() == pytest.approx(np.log(inner.min() / 2 / (1 - inner.min() / 2)))
+
+
 def test_score_profile_margins(tmp_path, monkeypatch):
     """Margin scores: the exact median (even N: mean of the two middle values) and standard
     deviation, computed once per population; a constant population gives kind 'constant'."""

@@ -57,6 +57,32 @@ def test_profile_shapes_and_rows(pop2):
     np.testing.assert_allclose((prof.x * prof.weight).sum(axis=1), means, rtol=1e-9, atol=1e-9)
 
 
+def test_exact_zero_and_one_scores_sit_half_a_step_beyond_the_nearest_score():
+    """A random forest's exact 0 (1) scores are read as half the smallest score inside (0, 1)
+    (halfway from the largest to 1), not as 1e-9 (1 - 1e-9): the logit of 1e-9 sat 16 logits
+    below a forest's next score, where the calibration curve gives next to no rate, and the
+    forest held-out group's recall bound covered 0.887 +- 0.018 (session 37). Scores inside
+    (0, 1) keep their covariate; without exact 0 or 1 nothing changes."""
+    from bayes_eval.models._profile import CLIP, covariate, inner_range, probability_clip
+
+    s = np.array([0.0, 0.0, 0.01, 0.02, 0.37, 0.5, 0.98, 1.0])
+    a = np.array([0, 0, 0, 0, 1, 1, 1, 1])
+    prof = score_profile(s, a, predicted=[False, True], sizes=[4, 4], bins=1024, max_cells=16)
+    logit = lambda p: np.log(p) - np.log1p(-p)  # noqa: E731
+    np.testing.assert_allclose(prof.x[0, :3], logit(np.array([0.005, 0.01, 0.02])), rtol=1e-12)
+    np.testing.assert_allclose(prof.x[1, -1], logit(0.99), rtol=1e-12)
+    assert probability_clip(*inner_range(s)) == (0.005, 0.99)
+    # nothing inside (0, 1), or scores below CLIP: the old clip
+    assert probability_clip(*inner_range(np.array([0.0, 1.0]))) == (CLIP, 1.0 - CLIP)
+    assert probability_clip(1e-12, 0.5)[0] == CLIP
+    # a population without exact 0 or 1: the covariate of the 1e-9 clip, bit for bit
+    t = np.array([1e-12, 0.01, 0.3, 0.7, 0.999])
+    np.testing.assert_array_equal(
+        covariate(t, "probability", clip=probability_clip(*inner_range(t))),
+        covariate(t, "probability"),
+    )
+
+
 def test_profile_constant_and_margin():
     a = np.repeat([0, 1], 50)
     prof = score_profile(np.full(100, 0.3), a, predicted=[False, True], sizes=[50, 50])

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .._sampler import item_keys
+from ..models._profile import inner_range
 from ..population import as_id_query, as_int_id_query, check_position_ids
 from ._pieces import Columns, Piece, as_bool_predictions, file_start, read_piece, tree_reduce
 
@@ -29,12 +30,16 @@ __all__ = ["PieceSet", "Scan"]
 @dataclass(frozen=True, slots=True)
 class Scan:
     """What the scan pass learns: ``n`` items; per predicted side (False, True) the
-    (min score, max score, count); the overall score range."""
+    (min score, max score, count); the overall score range; the smallest and largest score
+    strictly inside (0, 1) (NaN if none: the pooled model's clip of exact 0 and 1 scores,
+    :func:`bayes_eval.models._profile.probability_clip`)."""
 
     n: int
     side: dict[bool, tuple[float, float, int]]
     score_min: float
     score_max: float
+    inner_min: float = float("nan")
+    inner_max: float = float("nan")
 
 
 # ====================================================================== per-piece kernels
@@ -70,6 +75,7 @@ def _scan_piece(piece: Piece, fs: Any, cols: Columns) -> dict:
             v = score[pred == s]
             if v.size:
                 side[s] = (float(v.min()), float(v.max()), int(v.size))
+        out["inner"] = inner_range(score)
     out["side"] = side
     if cols.id is not None and ids.size:
         if ids.dtype == object or not np.issubdtype(ids.dtype, np.integer):
@@ -256,6 +262,7 @@ class PieceSet:
         parts = self.reduce(_scan_piece, _combine_scan)
         n = 0
         side: dict[bool, list[float]] = {}
+        inner = [np.inf, -np.inf]
         ranges = []
         cols = self.cols
         for piece, p in zip(self.pieces, parts, strict=True):
@@ -287,6 +294,9 @@ class PieceSet:
                     side[s] = [min(side[s][0], lo), max(side[s][1], hi), side[s][2] + c]
                 else:
                     side[s] = [lo, hi, c]
+            lo, hi = p["inner"]
+            if np.isfinite(lo):
+                inner = [min(inner[0], lo), max(inner[1], hi)]
             if p["ids"] is not None:
                 ranges.append((p["ids"][0], p["ids"][1], piece.path))
         kinds = {type(r[0]) for r in ranges}
@@ -303,6 +313,8 @@ class PieceSet:
             side={s: (float(v[0]), float(v[1]), int(v[2])) for s, v in side.items()},
             score_min=min(v[0] for v in side.values()),
             score_max=max(v[1] for v in side.values()),
+            inner_min=float(inner[0]) if np.isfinite(inner[0]) else float("nan"),
+            inner_max=float(inner[1]) if np.isfinite(inner[1]) else float("nan"),
         )
 
     def _check_unique_ids(self) -> None:

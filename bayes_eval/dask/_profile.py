@@ -32,9 +32,11 @@ from typing import Any
 import numpy as np
 
 from ..models._profile import (
+    FULL_CLIP,
     CovariateGrid,
     ScoreProfile,
     covariate,
+    probability_clip,
     profile_from_cells,
     resolve_kind,
 )
@@ -76,9 +78,7 @@ def _cells_piece(
     d = read_piece(piece, fs, cols, ("score", "pred"))
     score = d["score"]
     stratum = assign(score, as_bool_predictions(d["pred"]), plan)
-    return grid.histogram(
-        covariate(score, grid.kind, grid.shift, grid.scale), stratum, plan["n_strata"]
-    )
+    return grid.histogram(grid.covariate(score), stratum, plan["n_strata"])
 
 
 def _combine_cells(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
@@ -140,8 +140,10 @@ def profile_pieces(
         shift, scale = standardisation()
     else:
         shift, scale = margin_standardisation(data, scan)
-    lo, hi = covariate(np.array([scan.score_min, scan.score_max]), kind, shift, scale).tolist()
-    grid = CovariateGrid(kind, shift, scale, lo, hi, bins)
+    clip = probability_clip(scan.inner_min, scan.inner_max) if kind == "probability" else FULL_CLIP
+    ends = np.array([scan.score_min, scan.score_max])
+    lo, hi = covariate(ends, kind, shift, scale, clip).tolist()
+    grid = CovariateGrid(kind, shift, scale, lo, hi, bins, clip)
     sz = np.asarray(sizes, dtype=np.int64)
     pred = np.asarray(predicted, dtype=bool)
     if grid.constant:

@@ -28,11 +28,14 @@ import numpy as np
 from .._protocols import StrataLike
 
 __all__ = [
+    "FULL_CLIP",
     "SCORE_KINDS",
     "SCORE_READINGS",
     "CovariateGrid",
     "ScoreProfile",
     "covariate",
+    "inner_range",
+    "probability_clip",
     "profile_from_cells",
     "resolve_kind",
     "score_profile",
@@ -51,8 +54,43 @@ SCORE_READINGS: dict[str, str] = {
     "constant": "one constant score (no information in the scores)",
 }
 
-#: probabilities are clipped to [CLIP, 1 - CLIP] before the logit (logit range +-20.7)
+#: probabilities are never clipped tighter than [CLIP, 1 - CLIP] before the logit (logit range
+#: +-20.7); scores of exactly 0 or 1 go to the scores' own resolution (:func:`probability_clip`)
 CLIP = 1e-9
+
+#: the clip of populations without scores inside (0, 1), and of margins (which are not clipped)
+FULL_CLIP = (CLIP, 1.0 - CLIP)
+
+
+def probability_clip(inner_min: float, inner_max: float) -> tuple[float, float]:
+    """The range ``(lo, hi)`` probability scores are clipped to before the logit, from the
+    smallest and largest score strictly inside (0, 1) (NaN when there is none).
+
+    A score of exactly 0 or 1 says "below (above) the classifier's resolution", not "one in a
+    billion": a random forest of 100 trees scores in steps of 0.01, and a 0 there means no tree
+    saw a positive in the item's leaves. It goes half a step beyond the nearest score inside:
+    ``lo = max(CLIP, inner_min / 2)``, ``hi = min(1 - CLIP, (1 + inner_max) / 2)``. Scores
+    inside (0, 1) are never moved (``lo <= inner_min``, ``hi >= inner_max`` unless they are
+    within ``CLIP`` of the ends, clipped as always), so a population without exact 0 or 1
+    scores has the covariate it always had.
+
+    Measured (session 37, the forest held-out group, ``benchmarks/bench_heldout.py --forest``):
+    with exact zeros mapped to ``logit(1e-9) = -20.7``, 16 logits below the next score, the
+    calibration curve put next to no rate on 85 % of ``vietnam_injury``'s items, which hold 44
+    of its 61 missed positives, and recall's 95 % lower bound covered 0.887 +- 0.018 at 1,000
+    labels.
+    """
+    lo = CLIP if not np.isfinite(inner_min) else max(CLIP, 0.5 * float(inner_min))
+    hi = 1.0 - CLIP if not np.isfinite(inner_max) else min(1.0 - CLIP, 0.5 * (1.0 + inner_max))
+    return lo, hi
+
+
+def inner_range(s: np.ndarray) -> tuple[float, float]:
+    """(smallest, largest) of the scores ``s`` strictly inside (0, 1); NaN, NaN if none are."""
+    inner = s[(s > 0.0) & (s < 1.0)]
+    if inner.size == 0:
+        return float("nan"), float("nan")
+    return float(inner.min()), float(inner.max())
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,8 +210,9 @@ def score_profile(
         raise ValueError("sizes must be the positive item counts of every stratum in assignment")
     kind = resolve_kind(kind, float(s.min()), float(s.max()))
     shift, scale = (0.0, 1.0) if kind == "probability" else margin_standardisation(s)
-    x = covariate(s, kind, shift, scale)
-    grid = CovariateGrid(kind, shift, scale, float(x.min()), float(x.max()), bins)
+    clip = probability_clip(*inner_range(s)) if kind == "probability" else FULL_CLIP
+    x = covariate(s, kind, shift, scale, clip)
+    grid = CovariateGrid(kind, shift, scale, float(x.min()), float(x.max()), bins, clip)
     if grid.constant:
         return grid.constant_profile(sz, pred)
     cnt, tot = grid.histogram(x, assign, k)
@@ -216,13 +255,20 @@ def margin_standardisation(s: np.ndarray) -> tuple[float, float]:
     return float(np.median(s)), (sd if sd > 0 else 1.0)
 
 
-def covariate(s: np.ndarray, kind: str, shift: float = 0.0, scale: float = 1.0) -> np.ndarray:
-    """The covariate ``x`` of scores ``s``: ``logit(clip(s))`` for ``kind="probability"``,
-    ``(s - shift) / scale`` for ``"margin"``. Monotone in ``s``, so the range of ``x`` is the
-    covariate of the score range."""
+def covariate(
+    s: np.ndarray,
+    kind: str,
+    shift: float = 0.0,
+    scale: float = 1.0,
+    clip: tuple[float, float] = FULL_CLIP,
+) -> np.ndarray:
+    """The covariate ``x`` of scores ``s``: ``logit(clip(s))`` for ``kind="probability"``
+    (``clip``: the range of :func:`probability_clip`), ``(s - shift) / scale`` for
+    ``"margin"``. Monotone in ``s``, so the range of ``x`` is the covariate of the score
+    range."""
     s = np.asarray(s, dtype=np.float64)
     if kind == "probability":
-        c = np.clip(s, CLIP, 1.0 - CLIP)
+        c = np.clip(s, clip[0], clip[1])
         return np.log(c) - np.log1p(-c)
     return (s - shift) / scale
 
@@ -231,7 +277,8 @@ def covariate(s: np.ndarray, kind: str, shift: float = 0.0, scale: float = 1.0) 
 class CovariateGrid:
     """The global equal-width grid of ``bins`` cells over the covariate range ``[lo, hi]``.
 
-    ``shift`` and ``scale`` standardise margins (0 and 1 for probabilities). A chunk of items is
+    ``shift`` and ``scale`` standardise margins (0 and 1 for probabilities); ``clip`` is the
+    probabilities' range before the logit (:func:`probability_clip`). A chunk of items is
     summarised by :meth:`histogram`; summaries of chunks add up to that of their union.
     """
 
@@ -241,6 +288,11 @@ class CovariateGrid:
     lo: float
     hi: float
     bins: int
+    clip: tuple[float, float] = FULL_CLIP
+
+    def covariate(self, s: np.ndarray) -> np.ndarray:
+        """The covariate of scores ``s`` on this grid's reading (:func:`covariate`)."""
+        return covariate(s, self.kind, self.shift, self.scale, self.clip)
 
     @property
     def constant(self) -> bool:
