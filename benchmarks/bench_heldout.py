@@ -36,8 +36,11 @@ natural prevalence, at 2 % and as a needle; ``--fresh`` the second held-out grou
 before any audit ran on them); ``--forest`` the third
 (:data:`heldout_populations.FOREST`, session 37: six populations scored by random forests, with
 scikit-learn's defaults, so exact 0 and 1 scores and ties; committed before any audit ran on
-them). Population names: ``NAME``, ``blind B``, ``widened W``, each
-optionally prefixed by ``needle `` or ``2% `` (any percentage).
+them); ``--forest-check`` four more (:data:`heldout_populations.FOREST_CHECK`, extremely
+randomised trees and a forest of larger leaves), committed after the fix the forest group led to
+(exact 0 and 1 scores' covariate) and before any audit ran on them. Population names:
+``NAME``, ``blind B``, ``widened W``, each optionally prefixed by ``needle `` or ``2% `` (any
+percentage).
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ from bench_pooled import (
 from heldout_populations import (
     BLIND_GROUPS,
     FOREST,
+    FOREST_CHECK,
     FRESH,
     SOURCES,
     WIDENED,
@@ -313,6 +317,12 @@ def main() -> None:
         "forests' scores, exact 0 and 1; defined and committed before its first run): natural "
         "prevalence and needle",
     )
+    ap.add_argument(
+        "--forest-check",
+        action="store_true",
+        help="the forest check instead (heldout_populations.FOREST_CHECK, session 37: other tree "
+        "ensembles, committed after the exact-zero fix and before its first run)",
+    )
     ap.add_argument("--budgets", type=int, nargs="+", default=[300, 1000])
     ap.add_argument(
         "--strata-method",
@@ -406,8 +416,8 @@ def main() -> None:
         f"{'OASIS':>7} {'ratio':>10}"
     )
     t_start = time.perf_counter()
-    if args.blind + args.widened + args.fresh + args.forest > 1:
-        ap.error("--blind, --widened, --fresh and --forest: choose one")
+    if args.blind + args.widened + args.fresh + args.forest + args.forest_check > 1:
+        ap.error("--blind, --widened, --fresh, --forest and --forest-check: choose one")
     kinds = (
         BLIND_GROUPS
         if args.blind
@@ -417,6 +427,8 @@ def main() -> None:
         if args.fresh
         else FOREST
         if args.forest
+        else FOREST_CHECK
+        if args.forest_check
         else SOURCES
     )
     for name in args.only or kinds:

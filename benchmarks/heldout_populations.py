@@ -41,6 +41,7 @@ from bayes_eval.datasets import LabelledPopulation, _f1_threshold, _logistic_irl
 __all__ = [
     "BLIND_GROUPS",
     "FOREST",
+    "FOREST_CHECK",
     "FRESH",
     "NEEDLE_POSITIVES",
     "SOURCES",
@@ -366,6 +367,61 @@ FOREST = {
 }
 
 
+# ----- The forest check (session 37): committed after the fix the forest group led to, before
+# any audit ran on it, so that the fix is checked on tree-ensemble scores it was not made on --
+
+
+def _hi_wife() -> tuple[pd.DataFrame, np.ndarray, str]:
+    d = _rdata("Ecdat", "HI")
+    y = (d["whi"] == "yes").to_numpy()
+    num = d[["whrswk", "experience", "kidslt6", "kids618", "husby"]].astype(float)
+    x = pd.concat(
+        [num, _one_hot(d, ["hhi", "hhi2", "education", "race", "hispanic", "region"])], axis=1
+    )
+    return x, y, "Ecdat HI (1993 CPS, married women); target insured through her own job"
+
+
+def _vocab() -> tuple[pd.DataFrame, np.ndarray, str]:
+    d = _rdata("carData", "GSSvocab")
+    d = d[d["vocab"].notna()].reset_index(drop=True)
+    y = (d["vocab"] >= 9).to_numpy()
+    num = d[["year", "age", "educ"]].astype(float)
+    num = num.fillna(num.median())
+    x = pd.concat([num, _one_hot(d, ["gender", "nativeBorn"])], axis=1)
+    return x, y, "carData GSSvocab (GSS 1978-2016); target 9 or 10 of 10 vocabulary words"
+
+
+def _loans() -> tuple[pd.DataFrame, np.ndarray, str]:
+    d = _rdata("openintro", "loans_full_schema")
+    y = (d["grade"] == "A").to_numpy()
+    cols = ["emp_length", "annual_income", "debt_to_income", "delinq_2y", "inquiries_last_12m"]
+    cols += ["total_credit_lines", "open_credit_lines", "total_credit_limit", "loan_amount"]
+    cols += ["total_credit_utilized", "num_historical_failed_to_pay", "accounts_opened_24m"]
+    cols += ["earliest_credit_line", "num_mort_accounts", "account_never_delinq_percent", "term"]
+    num = d[cols].astype(float)  # not the interest rate, sub-grade or instalment: the grade's own
+    num = num.fillna(num.median())
+    x = pd.concat([num, _one_hot(d, ["homeownership", "verified_income", "loan_purpose"])], axis=1)
+    return x, y, "openintro loans_full_schema (Lending Club 2018); target grade A"
+
+
+def _nhis() -> tuple[pd.DataFrame, np.ndarray, str]:
+    d = _rdata("stevedata", "mm_nhis")
+    y = (d["hi"] == 0).to_numpy()
+    num = d[["fml", "hlth", "nwhite", "age", "yedu", "famsize", "empl", "inc"]].astype(float)
+    return num, y, "stevedata mm_nhis (2009 NHIS); target no health insurance"
+
+
+#: name -> (features builder, classifier): the forest check (session 37), committed before any
+#: audit ran on it, with two other tree ensembles (extremely randomised trees; a forest of 200
+#: trees with leaves of at least 5 items, scores in steps of ~0.005)
+FOREST_CHECK = {
+    "hi_wife_insured": (_hi_wife, "extra_trees"),
+    "vocab_high": (_vocab, "forest_leaf5"),
+    "loans_grade_a": (_loans, "forest_leaf5"),
+    "nhis_uninsured": (_nhis, "extra_trees"),
+}
+
+
 #: name -> the one-hot feature whose positives :func:`build` ``(blind=True)`` keeps out of the
 #: classifier's training part: a sub-topic it never saw (15-32 % of the positives)
 BLIND_GROUPS = {
@@ -389,7 +445,7 @@ def build(name: str, seed: int = 0, blind: bool = False) -> LabelledPopulation:
     too makes no blind spot on three of the four: the subgroup's positives share the other
     positives' features.) The population (the other 70 %) is the same items.
     """
-    make, kind = SOURCES[name] if name in SOURCES else {**FRESH, **FOREST}[name]
+    make, kind = SOURCES[name] if name in SOURCES else {**FRESH, **FOREST, **FOREST_CHECK}[name]
     frame, y, source = make()
     group = frame[BLIND_GROUPS[name]].to_numpy() == 1 if blind else None
     x = frame.to_numpy(dtype=np.float64)
@@ -422,16 +478,26 @@ def _scored(name, description, x, y, train, test, kind, seed) -> LabelledPopulat
         z = np.column_stack([np.ones(n), (x - mean) / sd])
         w = _logistic_irls(z[train], y[train].astype(np.float64), 1.0)
         scores = 1.0 / (1.0 + np.exp(-(z @ w)))
-    elif kind == "forest":
+    elif kind in ("forest", "forest_leaf5"):
         from sklearn.ensemble import RandomForestClassifier
 
         # scikit-learn's defaults (fully grown trees, 100 of them): scores are multiples of 0.01,
         # exact 0 and 1 common; the threshold is tuned on the out-of-bag scores, as a careful
         # user does (the training part's own scores are those of an overfitted forest)
-        clf = RandomForestClassifier(oob_score=True, random_state=seed, n_jobs=1)
+        grow = {} if kind == "forest" else {"n_estimators": 200, "min_samples_leaf": 5}
+        clf = RandomForestClassifier(oob_score=True, random_state=seed, n_jobs=1, **grow)
         clf.fit(x[train], y[train])
         scores = clf.predict_proba(x)[:, 1]
         threshold = _f1_threshold(clf.oob_decision_function_[:, 1], y[train])
+    elif kind == "extra_trees":
+        from sklearn.ensemble import ExtraTreesClassifier
+        from sklearn.model_selection import cross_val_predict
+
+        # no bootstrap, so no out-of-bag scores: the threshold from 3-fold cross-validated ones
+        clf = ExtraTreesClassifier(random_state=seed, n_jobs=1)
+        held = cross_val_predict(clf, x[train], y[train], cv=3, method="predict_proba")
+        threshold = _f1_threshold(held[:, 1], y[train])
+        scores = clf.fit(x[train], y[train]).predict_proba(x)[:, 1]
     else:
         from sklearn.ensemble import HistGradientBoostingClassifier
         from threadpoolctl import threadpool_limits
@@ -439,7 +505,7 @@ def _scored(name, description, x, y, train, test, kind, seed) -> LabelledPopulat
         with threadpool_limits(1):  # OpenMP threads fight the lock-step audits for the cores
             clf = HistGradientBoostingClassifier(random_state=seed).fit(x[train], y[train])
             scores = clf.predict_proba(x)[:, 1]
-    if kind != "forest":
+    if kind in ("logistic", "boosted"):
         threshold = _f1_threshold(scores[train], y[train])
     pop = Population(scores[test], threshold=threshold)
     return LabelledPopulation(name, description, pop, y[test].copy())
@@ -523,16 +589,16 @@ def _recipe(name: str) -> Callable[[], LabelledPopulation]:
         if not 0.0 < prevalence < 1.0:
             raise ValueError(f"population {name!r}: {first!r} is no percentage in (0, 100)")
         base = rest
-    if base in SOURCES or base in FRESH or base in FOREST:
+    if base in SOURCES or base in FRESH or base in FOREST or base in FOREST_CHECK:
         make = partial(build, base)
     elif base.startswith("blind ") and base.removeprefix("blind ") in BLIND_GROUPS:
         make = partial(build, base.removeprefix("blind "), blind=True)
     elif base.startswith("widened ") and base.removeprefix("widened ") in WIDENED:
         make = partial(widened, base.removeprefix("widened "))
     else:
+        names = [*SOURCES, *FRESH, *FOREST, *FOREST_CHECK]
         raise ValueError(
-            f"population {name!r} is unknown; allowed: {', '.join([*SOURCES, *FRESH, *FOREST])}, "
-            "'blind B' "
+            f"population {name!r} is unknown; allowed: {', '.join(names)}, 'blind B' "
             "with B one "
             f"of {', '.join(BLIND_GROUPS)}, 'widened W' with W one of {', '.join(WIDENED)}; "
             "each optionally prefixed by 'needle ' or 'P% '"
