@@ -128,12 +128,13 @@ def test_the_fresh_group_builds_and_its_names_are_accepted():
 
 
 def test_the_forest_group_builds_with_exact_zero_scores():
-    """Session 37's forest group (``heldout_populations.FOREST``, ``bench_heldout.py --forest``):
-    every name is accepted, and a random forest's scores hold exact zeros and ties, the shape the
-    group is there to check."""
-    from heldout_populations import FOREST, _recipe, build
+    """Session 37's forest group and forest check (``heldout_populations.FOREST``,
+    ``FOREST_CHECK``; ``bench_heldout.py --forest``, ``--forest-check``): every name is
+    accepted, and a random forest's scores hold exact zeros and ties, the shape the group is
+    there to check."""
+    from heldout_populations import FOREST, FOREST_CHECK, _recipe, build
 
-    for name in FOREST:
+    for name in [*FOREST, *FOREST_CHECK]:
         for full in (name, f"needle {name}", f"2% {name}"):
             _recipe(full)
     base = build("vietnam_injury")

@@ -78,7 +78,9 @@ def probability_clip(inner_min: float, inner_max: float) -> tuple[float, float]:
     with exact zeros mapped to ``logit(1e-9) = -20.7``, 16 logits below the next score, the
     calibration curve put next to no rate on 85 % of ``vietnam_injury``'s items, which hold 44
     of its 61 missed positives, and recall's 95 % lower bound covered 0.887 +- 0.018 at 1,000
-    labels.
+    labels; read at 0.005 it covers 1.000, and the population's needle has F1 RMSE 0.161
+    instead of 0.278 (OASIS 0.083). Where the exact zeros are true zeros (``k401k_participant``:
+    the ineligible never participate) the needle's RMSE rises from 0.0086 to 0.0103.
     """
     lo = CLIP if not np.isfinite(inner_min) else max(CLIP, 0.5 * float(inner_min))
     hi = 1.0 - CLIP if not np.isfinite(inner_max) else min(1.0 - CLIP, 0.5 * (1.0 + inner_max))
