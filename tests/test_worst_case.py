@@ -215,6 +215,79 @@ def test_screened_truths_near_the_final_boundary_get_the_full_paths(strata):
     assert np.allclose(wc.boundary.rates, counts / sizes)
 
 
+def test_floor_neg_puts_a_floor_under_the_predicted_negatives(strata):
+    """The blind-spot member (version 14): every predicted negative's rate raised by half that
+    side's size-weighted mean score rate, the predicted positives as the scores; it comes after
+    the posterior draws (an own-stream member, ``ADDED_PROFILES``)."""
+    from bayes_eval.sequential.truths import ADDED_PROFILES, _profile
+
+    mid = (strata.score_min + strata.score_max) / 2
+    sizes, pos = np.asarray(strata.sizes), np.asarray(strata.predicted, dtype=bool)
+    x = special.logit(mid)
+    out = _profile("floor_neg", x, sizes, pos)
+    floor = 0.5 * np.average(mid[~pos], weights=sizes[~pos])
+    assert np.allclose(special.expit(out[~pos]), mid[~pos] + floor)
+    assert np.array_equal(out[pos], x[pos])
+    assert set(ADDED_PROFILES) <= set(PROFILES) and ADDED_PROFILES["floor_neg"] == 14
+    fam = truth_family(
+        strata.sizes,
+        strata.predicted,
+        metric="recall",
+        target=0.6,
+        score_rates=mid,
+        posterior_draws=np.stack([mid[::-1], np.full_like(mid, 0.3)]),
+    )
+    assert [t.name for t in fam][-3:] == ["posterior_1", "posterior_2", "floor_neg"]
+
+
+def test_an_added_member_leaves_the_earlier_members_paths_as_they_were():
+    """A member added after version 13 is simulated from its own stream: the other members'
+    simulated audits (and the truth above the target's) are the same bit for bit with and
+    without it, and where it does not bind the boundary is too, so a certification of the
+    family without it stands for the family with it. Here the boundary comes near its
+    allowance at ``floor_neg``, which therefore gets the full paths (stage 3) without binding."""
+    from bayes_eval.sequential.robust import own_stream
+
+    lp = be.datasets.synthetic(20_000, prevalence=0.05, rng=3)
+    st = be.stratify(lp.population, n_strata=8)
+    kw = dict(
+        metric="f1",
+        target=0.6,
+        level=0.8,
+        design="posterior_variance",
+        budget=1000,
+        batch_size=20,
+        n_sims=400,
+        model="independent",
+        rng=7,
+    )
+    without = calibrate_worst_case(
+        st, profiles=tuple(p for p in PROFILES if p != "floor_neg"), **kw
+    )
+    with_it = calibrate_worst_case(st, **kw)
+    names = [t.name for t in with_it.truths]
+    assert names[:-1] == [t.name for t in without.truths] and names[-1] == "floor_neg"
+    for a, b in zip(without.prob, with_it.prob[:-1], strict=True):
+        assert np.array_equal(a, b)
+    assert np.array_equal(without.margin_prob, with_it.margin_prob)
+    assert np.array_equal(without.boundary.nominal, with_it.boundary.nominal)
+    assert with_it.prob[-1].shape[0] == 500  # promoted in stage 3: it came near its allowance
+    crossed = (with_it.prob[-1] >= with_it.boundary.nominal).any(axis=-1).mean()
+    assert crossed == with_it.boundary.rates[-1] < with_it.boundary.rates.max()
+    assert not with_it.added_bind and not without.added_bind
+    # beside the score-shaped truth alone the blind spot is the worst truth: it binds
+    pair = calibrate_worst_case(st, profiles=("scores", "floor_neg"), posterior_truths=0, **kw)
+    assert pair.added_bind and pair.worst_truth.name == "floor_neg"
+    # the stream: a function of the generator's seed and the name, which moves neither
+    gen = np.random.default_rng(7)
+    state = gen.bit_generator.state
+    one = own_stream(gen, "floor_neg", 0).random(3)
+    assert gen.bit_generator.state == state
+    assert np.array_equal(one, own_stream(np.random.default_rng(7), "floor_neg", 0).random(3))
+    assert not np.array_equal(one, own_stream(gen, "floor_neg", 1).random(3))
+    assert not np.array_equal(one, own_stream(gen, "other", 0).random(3))
+
+
 @pytest.mark.slow
 def test_worst_case_holds_for_the_pooled_model():
     """Pooled model, proportional design, 10 looks: the old single-truth level (which simulated

@@ -57,7 +57,8 @@ rates flat within each predicted side the rule calibrated at score-shaped rates 
 audits at the target. :func:`correction_for` (the one calibration path) therefore simulates the
 audit at every truth of :func:`truth_family` (flat, score-shaped, shifted, compressed, sharpened,
 non-monotone, reversed, extreme, a bump in one region of the predicted negatives, flat on the
-predicted negatives only, posterior draws; :mod:`bayes_eval.sequential.truths`) with the
+predicted negatives only, posterior draws, a blind spot's floor under the predicted negatives;
+:mod:`bayes_eval.sequential.truths`) with the
 model the audit runs, and fits a look-dependent boundary (:mod:`bayes_eval.sequential.boundary`)
 whose false-accept rate at the worst truth is at most :math:`\\alpha`
 (:func:`calibrate_worst_case`). :func:`calibrate_sequential` below remains the single-truth

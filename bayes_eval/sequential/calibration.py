@@ -602,8 +602,11 @@ def _curve(prob: np.ndarray, schedule: np.ndarray, grid: np.ndarray) -> xr.Datas
 #: completes mostly labelled strata, ``designs.completion_allocation``, which never acts where
 #: every stratum holds more than the budget plus one batch, as in the certification benchmark's
 #: setting (3,161 items or more, 2,000 labels in batches of 20), so its version-12 rows are rows
-#: of version 13: the same paths, checked bit for bit in session 31)
-CALIBRATION_VERSION = 13
+#: of version 13: the same paths, checked bit for bit in session 31; 14: the blind-spot member
+#: ``floor_neg`` of the family, simulated from its own stream, ``sequential.truths.ADDED_PROFILES``:
+#: where it binds no boundary, ``WorstCaseCalibration.added_bind`` is False and the boundary and
+#: the other members' paths are version 13's bit for bit)
+CALIBRATION_VERSION = 14
 
 
 def calibration_key(**parts: Any) -> str:

@@ -18,6 +18,16 @@ boundary is refitted, until no such truth is left. Without stage 3 a boundary co
 truth's 500 lucky screening paths: in-sample 3.00 %, 5.78 % on fresh audits
 (``benchmarks/results/bench_certification_pooled.txt``, session 21).
 
+**Random streams.** The members of the family of calibration version 13 and the truth above the
+target are simulated together from ``rng``, in the family's order. A member added since
+(:data:`~bayes_eval.sequential.truths.ADDED_PROFILES`) is simulated from a stream of its own, a
+child of ``rng``'s seed sequence keyed by its name (:func:`own_stream`), and is not among stage
+2's kept truths (stage 3 gives it the full paths when the boundary comes near it). So adding a
+member changes nothing it does not bind: the other members' audits are the same bit for bit, and
+:attr:`WorstCaseCalibration.added_bind` says whether it changed any fitted boundary — if not, the
+boundary is the earlier family's and a certification of that family stands, with the added
+member's own fresh-audit rate to add (``tests/test_worst_case.py``).
+
 References
 ----------
 Webber, Bagdouri, Lewis & Oard (2013), ``../shared/seeds/002_bcc5f0faf615c660.txt``.
@@ -27,6 +37,7 @@ from __future__ import annotations
 
 import numbers
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,7 +70,7 @@ from .boundary import (
     near_allowance,
 )
 from .calibration import check_pilot, check_rate_array
-from .truths import Truth, posterior_rate_draws, truth_family
+from .truths import ADDED_PROFILES, Truth, posterior_rate_draws, truth_family
 
 __all__ = ["DEFAULT_MARGIN", "WorstCaseCalibration", "calibrate_worst_case"]
 
@@ -74,6 +85,10 @@ SCREEN_FRACTION = 4
 
 #: ... stage 2 adds ``n_sims`` audits at this many truths with the highest stage-1 rates
 KEEP_TRUTHS = 3
+
+#: first element of an own-stream member's spawn key (:func:`own_stream`; ``SeedSequence.spawn``
+#: keys count up from 0, so this one cannot meet them)
+_OWN_STREAM = 0x5EED_F14E
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +122,12 @@ class WorstCaseCalibration:
     draws : int or None
         Posterior draws per look whose binomial noise was simulated (``None``: exact
         probabilities).
+    added_bind : bool
+        Whether a member added to the family after calibration version 13
+        (:data:`~.truths.ADDED_PROFILES`, simulated from its own stream) changed a boundary the
+        calibration fitted. ``False``: the boundary, and every simulated audit of the other
+        members, are bit for bit those of the family without the added members (a
+        certification of that family stands; the added members' rates are in ``boundary``).
     """
 
     boundary: Boundary
@@ -126,6 +147,7 @@ class WorstCaseCalibration:
     seconds: float
     rates_source: str = "scores"
     draws: int | None = None
+    added_bind: bool = False
 
     @property
     def looks(self) -> np.ndarray:
@@ -201,6 +223,23 @@ def screening_keep(
     boundary fitted to the screening paths ``prob``."""
     screen = fit_boundary(prob, looks, level=level, margin_prob=margin_prob, shapes=shapes)
     return np.argsort(-screen.rates, kind="stable")[: min(KEEP_TRUTHS, len(prob))]
+
+
+def own_stream(gen: np.random.Generator, name: str, stage: int) -> np.random.Generator:
+    """The random stream of family member ``name`` at calibration ``stage`` (0: screening,
+    1: full paths) for the members added after version 13 (:data:`~.truths.ADDED_PROFILES`): a
+    child of ``gen``'s seed sequence keyed by the name, so neither drawing from ``gen`` nor
+    spawning from it moves it, and it moves neither. A generator without a seed sequence (one
+    built from a legacy bit generator) gives the key from one draw of ``gen`` instead."""
+    ss = gen.bit_generator.seed_seq
+    key = (_OWN_STREAM, zlib.crc32(name.encode()), int(stage))
+    if isinstance(ss, np.random.SeedSequence):
+        child = np.random.SeedSequence(
+            ss.entropy, spawn_key=(*ss.spawn_key, *key), pool_size=ss.pool_size
+        )
+    else:
+        child = np.random.SeedSequence(int(gen.integers(2**63)), spawn_key=key)
+    return np.random.default_rng(child)
 
 
 def check_count(value: Any, name: str) -> int:
@@ -379,36 +418,77 @@ def calibrate_worst_case(
     n_batches = plan.n_batches
     total = n_batches * (pos.shape[0] * n_first + n_keep * n_sims)
 
-    def run(positives: np.ndarray, sims: int, before: int) -> np.ndarray:
+    def run(positives: np.ndarray, sims: int, before: int, stream: Any = None) -> np.ndarray:
         def tick(d: int, _t: int) -> None:
             if progress is not None:
                 progress(before + d, total)
 
-        return setup.simulate(positives, sims, gen, tick, pool)
+        return setup.simulate(positives, sims, gen if stream is None else stream, tick, pool)
 
-    fam: list[np.ndarray] = []
+    # the members added after version 13 (truths.ADDED_PROFILES) each have a stream of their
+    # own; the others share ``gen`` in the family's order, as they did before they were added
+    own = np.array([t.name in ADDED_PROFILES for t in truths], dtype=bool)
+    shared = np.flatnonzero(~own)
+    fam: list[np.ndarray] = [np.empty((0, schedule.size))] * n_fam
     full = np.zeros(n_fam, dtype=bool)
     done = 0
 
     def promote(idx: np.ndarray) -> None:
-        """Give the truths ``idx`` ``n_sims`` more paths (after their screening ones)."""
+        """Give the truths ``idx`` ``n_sims`` more paths (after their screening ones): the
+        shared-stream truths together, then each own-stream truth from its own stream."""
         nonlocal done
-        extra = run(pos[idx], n_sims, done)
-        done += n_batches * idx.size * n_sims
-        for i, t in enumerate(idx.tolist()):
-            fam[t] = np.concatenate([fam[t], extra[i]])
+        joint = idx[~own[idx]]
+        if joint.size:
+            extra = run(pos[joint], n_sims, done)
+            done += n_batches * joint.size * n_sims
+            for i, t in enumerate(joint.tolist()):
+                fam[t] = np.concatenate([fam[t], extra[i]])
+        for t in idx[own[idx]].tolist():
+            extra = run(pos[t], n_sims, done, own_stream(gen, truths[t].name, 1))
+            done += n_batches * n_sims
+            fam[t] = np.concatenate([fam[t], extra[0]])
         full[idx] = True
 
+    added_bind = False
+
+    def refit() -> Boundary:
+        """The boundary fitted to every truth's paths; while the own-stream members have not
+        changed a fit, also the one without them (``added_bind``: once they do, the shared
+        members' later promotions, and so their paths, may differ from the family without
+        them)."""
+        nonlocal added_bind
+        fit = fit_boundary(fam, schedule, level=level, margin_prob=mprob, shapes=shapes)
+        if own.any() and not added_bind:
+            old = fit_boundary(
+                [fam[t] for t in shared], schedule, level=level, margin_prob=mprob, shapes=shapes
+            )
+            added_bind = not (
+                fit.attainable == old.attainable
+                and fit.shape == old.shape
+                and np.array_equal(fit.nominal, old.nominal)
+            )
+        return fit
+
     with RefitPool(n_jobs) as pool:  # the look model's refits, in n_jobs processes
-        # stage 1: every truth (and the one above the target) at n_sims / 4
-        first = run(pos, n_first, 0)
-        done = n_batches * pos.shape[0] * n_first
-        mprob = first[n_fam] if first.shape[0] > n_fam else None
-        fam.extend(first[t] for t in range(n_fam))
-        # stage 2: the truths that bind (highest stage-1 rates) again at the full n_sims; the
-        # others keep their stage-1 paths, so the boundary still holds at them
-        promote(screening_keep(fam, schedule, level=level, margin_prob=mprob, shapes=shapes))
-        boundary = fit_boundary(fam, schedule, level=level, margin_prob=mprob, shapes=shapes)
+        # stage 1: every truth (and the one above the target) at n_sims / 4; the shared-stream
+        # truths and the one above the target together, then each own-stream truth
+        rows = np.concatenate([shared, np.arange(n_fam, pos.shape[0])])
+        first = run(pos[rows], n_first, 0)
+        done = n_batches * rows.size * n_first
+        mprob = first[shared.size] if first.shape[0] > shared.size else None
+        for i, t in enumerate(shared.tolist()):
+            fam[t] = first[i]
+        for t in np.flatnonzero(own).tolist():
+            fam[t] = run(pos[t], n_first, done, own_stream(gen, truths[t].name, 0))[0]
+            done += n_batches * n_first
+        # stage 2: the truths that bind (highest stage-1 rates among the shared-stream ones)
+        # again at the full n_sims; the others keep their stage-1 paths, so the boundary still
+        # holds at them (an own-stream truth near its allowance gets them in stage 3)
+        keep = screening_keep(
+            [fam[t] for t in shared], schedule, level=level, margin_prob=mprob, shapes=shapes
+        )
+        promote(shared[keep])
+        boundary = refit()
         # stage 3: a truth simulated only at the screening size that the final boundary brings
         # within one MC s.e. of its allowance gets the full n_sims too, and the boundary is refit,
         # until every truth near its allowance has n_sims * 5 / 4 paths (a boundary fitted to 500
@@ -419,7 +499,7 @@ def calibrate_worst_case(
                 break
             total += n_batches * near.size * n_sims
             promote(near)
-            boundary = fit_boundary(fam, schedule, level=level, margin_prob=mprob, shapes=shapes)
+            boundary = refit()
     return WorstCaseCalibration(
         boundary=boundary,
         truths=truths,
@@ -438,4 +518,5 @@ def calibrate_worst_case(
         seconds=time.perf_counter() - t0,
         rates_source=label,
         draws=draws,
+        added_bind=added_bind,
     )
