@@ -184,6 +184,7 @@ def run_cell(
     calibrate_only=False,
     holdout_only=False,
     n_jobs=None,
+    holdout_names=(),
 ):
     sched = None if looks == "every" else be.sequential.geometric_looks(BATCH, BUDGET)
     t0 = time.perf_counter()
@@ -230,6 +231,11 @@ def run_cell(
         else np.empty((0, len(st.sizes)), dtype=np.int64)
     )
     held = holdout_truths(st, metric) if holdout or holdout_only else []
+    if holdout_names:
+        unknown = sorted(set(holdout_names) - {name for name, _ in held})
+        if unknown:
+            raise SystemExit(f"error: --holdout-names {','.join(unknown)}: not held-out truths")
+        held = [(name, p) for name, p in held if name in holdout_names]
     if held:
         pos = np.concatenate([pos, np.stack([p for _, p in held])])
     if cal.margin_positives is not None and not holdout_only:
@@ -357,8 +363,15 @@ def main() -> None:
     ap.add_argument(
         "--holdout-only",
         action="store_true",
-        help="evaluate the calibrated boundary at the held-out truths only (no fresh audits "
-        "of the family's truths: a cell whose family row stands on the same calibration)",
+        help="evaluate the calibrated boundary at the held-out truths and the family's members "
+        "added since version 13 only (no fresh audits of the other family truths: a cell whose "
+        "family row stands on the same boundary)",
+    )
+    ap.add_argument(
+        "--holdout-names",
+        default="",
+        help="comma list: evaluate only these held-out truths (e.g. the ones defined after a "
+        "cell's held-out row was run)",
     )
     args = ap.parse_args()
     t_start = time.perf_counter()
@@ -415,6 +428,7 @@ def main() -> None:
                 holdout=args.holdout,
                 calibrate_only=args.calibrate_only,
                 holdout_only=args.holdout_only,
+                holdout_names=tuple(n for n in args.holdout_names.split(",") if n),
                 n_jobs=args.n_jobs,
             )
         except ValueError as exc:

@@ -240,13 +240,14 @@ def test_floor_neg_puts_a_floor_under_the_predicted_negatives(strata):
     assert [t.name for t in fam][-3:] == ["posterior_1", "posterior_2", "floor_neg"]
 
 
-def test_an_added_member_leaves_the_earlier_members_paths_as_they_were():
+def test_an_added_member_leaves_the_earlier_members_paths_as_they_were(monkeypatch):
     """A member added after version 13 is simulated from its own stream: the other members'
     simulated audits (and the truth above the target's) are the same bit for bit with and
     without it, and where it does not bind the boundary is too, so a certification of the
     family without it stands for the family with it. Here the boundary comes near its
     allowance at ``floor_neg``, which therefore gets the full paths (stage 3) without binding."""
     from bayes_eval.sequential.robust import own_stream
+    from bayes_eval.sequential.truths import ADDED_PROFILES
 
     lp = be.datasets.synthetic(20_000, prevalence=0.05, rng=3)
     st = be.stratify(lp.population, n_strata=8)
@@ -275,9 +276,16 @@ def test_an_added_member_leaves_the_earlier_members_paths_as_they_were():
     crossed = (with_it.prob[-1] >= with_it.boundary.nominal).any(axis=-1).mean()
     assert crossed == with_it.boundary.rates[-1] < with_it.boundary.rates.max()
     assert not with_it.added_bind and not without.added_bind
-    # beside the score-shaped truth alone the blind spot is the worst truth: it binds
-    pair = calibrate_worst_case(st, profiles=("scores", "floor_neg"), posterior_truths=0, **kw)
-    assert pair.added_bind and pair.worst_truth.name == "floor_neg"
+    # a member that binds: ``flat`` (the worst truth here) treated as an added member moves
+    # after the posterior draws, gets its own stream and the full paths, and sets the boundary
+    monkeypatch.setitem(ADDED_PROFILES, "flat", 99)
+    moved = calibrate_worst_case(st, **kw)
+    assert [t.name for t in moved.truths][-2:] == ["flat", "floor_neg"]
+    assert moved.worst_truth.name == "flat"
+    assert moved.added_bind and moved.prob[-2].shape[0] == 500
+    assert not np.array_equal(moved.boundary.nominal, with_it.boundary.nominal)
+    rate = (moved.prob[-2] >= moved.boundary.nominal).any(axis=-1).mean()
+    assert rate == moved.boundary.rates[-2] <= 0.2
     # the stream: a function of the generator's seed and the name, which moves neither
     gen = np.random.default_rng(7)
     state = gen.bit_generator.state

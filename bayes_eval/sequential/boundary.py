@@ -52,7 +52,7 @@ for clinical trials*, Biometrika 70 (alpha-spending shapes).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -140,6 +140,15 @@ class Boundary:
         look at or before it (the first look's, the strictest, before any)."""
         j = int(np.searchsorted(self.looks, int(n_labels), side="right")) - 1
         return float(self.nominal[max(j, 0)])
+
+
+def at_truths(boundary: Boundary, prob: list[np.ndarray]) -> Boundary:
+    """``boundary`` with its in-sample false-accept rates and their Monte Carlo s.e. at the
+    truths ``prob`` (one ``(S_t, J)`` array per truth; e.g. truths it was not fitted to)."""
+    n_sims = np.array([p.shape[0] for p in prob], dtype=np.float64)
+    rates = accept_counts(prob, boundary.nominal) / n_sims
+    mcse = np.sqrt(np.maximum(rates * (1 - rates), 1.0 / n_sims) / n_sims)
+    return replace(boundary, rates=rates, mcse=mcse)
 
 
 def accept_counts(prob: list[np.ndarray], nominal: np.ndarray) -> np.ndarray:
@@ -252,7 +261,6 @@ def fit_boundary(
     prob = [np.asarray(p, dtype=np.float64) for p in prob]
     looks = np.asarray(looks, dtype=np.int64)
     alpha = 1.0 - level
-    n_sims = np.array([p.shape[0] for p in prob], dtype=np.float64)
     candidates = shapes if margin_prob is not None else (0.0,)
     best: tuple[float, float, float, float] | None = None
     by_shape = np.full(len(shapes), np.nan)
@@ -270,35 +278,34 @@ def fit_boundary(
         se = float(used.std(ddof=1) / np.sqrt(used.size)) if used.size > 1 else float("nan")
         if best is None or mean < best[2] - 1e-9:
             best = (rho, u, mean, se)
+    empty = np.zeros(0)
     if best is None:
-        nominal = np.ones(looks.shape[0])
-        rates = accept_counts(prob, nominal) / n_sims
-        return Boundary(
+        out = Boundary(
             looks=looks,
-            nominal=nominal,
+            nominal=np.ones(looks.shape[0]),
             shape=0.0,
             tail=0.0,
             level=level,
             attainable=False,
-            rates=rates,
-            mcse=np.sqrt(np.maximum(rates * (1 - rates), 1.0 / n_sims) / n_sims),
+            rates=empty,
+            mcse=empty,
             labels_by_shape=by_shape,
             shapes=tuple(shapes),
         )
+        return at_truths(out, prob)
     rho, u, mean, se = best
-    nominal = nominal_levels(looks, u, rho, level)
-    rates = accept_counts(prob, nominal) / n_sims
-    return Boundary(
+    out = Boundary(
         looks=looks,
-        nominal=nominal,
+        nominal=nominal_levels(looks, u, rho, level),
         shape=float(rho),
         tail=float(u),
         level=level,
         attainable=True,
-        rates=rates,
-        mcse=np.sqrt(np.maximum(rates * (1 - rates), 1.0 / n_sims) / n_sims),
+        rates=empty,
+        mcse=empty,
         labels_margin=mean,
         labels_margin_mcse=se,
         labels_by_shape=by_shape,
         shapes=tuple(shapes),
     )
+    return at_truths(out, prob)

@@ -21,12 +21,14 @@ truth's 500 lucky screening paths: in-sample 3.00 %, 5.78 % on fresh audits
 **Random streams.** The members of the family of calibration version 13 and the truth above the
 target are simulated together from ``rng``, in the family's order. A member added since
 (:data:`~bayes_eval.sequential.truths.ADDED_PROFILES`) is simulated from a stream of its own, a
-child of ``rng``'s seed sequence keyed by its name (:func:`own_stream`), and is not among stage
-2's kept truths (stage 3 gives it the full paths when the boundary comes near it). So adding a
-member changes nothing it does not bind: the other members' audits are the same bit for bit, and
-:attr:`WorstCaseCalibration.added_bind` says whether it changed any fitted boundary — if not, the
-boundary is the earlier family's and a certification of that family stands, with the added
-member's own fresh-audit rate to add (``tests/test_worst_case.py``).
+child of ``rng``'s seed sequence keyed by its name (:func:`own_stream`), is not among stage 2's
+kept truths, and enters a fit only with its full paths: its screening paths decide only whether
+stage 3 gives it them (the boundary comes near it; in the first version-14 calibrations, fits that
+read a member's 500 screening paths moved a boundary where its 2,500 paths were far from binding).
+So adding a member changes nothing it does not bind: the other members' audits are the same bit
+for bit, and :attr:`WorstCaseCalibration.added_bind` says whether it changed any fitted boundary —
+if not, the boundary is the earlier family's and a certification of that family stands, with the
+added member's own fresh-audit rate to add (``tests/test_worst_case.py``).
 
 References
 ----------
@@ -65,6 +67,7 @@ from .boundary import (
     DEFAULT_SHAPES,
     Boundary,
     accept_counts,
+    at_truths,
     fit_boundary,
     labels_used,
     near_allowance,
@@ -452,12 +455,14 @@ def calibrate_worst_case(
     added_bind = False
 
     def refit() -> Boundary:
-        """The boundary fitted to every truth's paths; while the own-stream members have not
-        changed a fit, also the one without them (``added_bind``: once they do, the shared
-        members' later promotions, and so their paths, may differ from the family without
-        them)."""
+        """The boundary fitted to the paths of every truth but the own-stream members that
+        have only their screening paths (those decide only whether a member gets the full
+        paths), with its rates at every truth; while the own-stream members have not changed a
+        fit, also the one without them (``added_bind``: once they do, the shared members'
+        later promotions, and so their paths, may differ from the family without them)."""
         nonlocal added_bind
-        fit = fit_boundary(fam, schedule, level=level, margin_prob=mprob, shapes=shapes)
+        use = [fam[t] for t in range(n_fam) if full[t] or not own[t]]
+        fit = fit_boundary(use, schedule, level=level, margin_prob=mprob, shapes=shapes)
         if own.any() and not added_bind:
             old = fit_boundary(
                 [fam[t] for t in shared], schedule, level=level, margin_prob=mprob, shapes=shapes
@@ -467,7 +472,7 @@ def calibrate_worst_case(
                 and fit.shape == old.shape
                 and np.array_equal(fit.nominal, old.nominal)
             )
-        return fit
+        return at_truths(fit, fam)
 
     with RefitPool(n_jobs) as pool:  # the look model's refits, in n_jobs processes
         # stage 1: every truth (and the one above the target) at n_sims / 4; the shared-stream
