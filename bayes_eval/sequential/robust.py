@@ -421,7 +421,9 @@ def calibrate_worst_case(
     n_batches = plan.n_batches
     total = n_batches * (pos.shape[0] * n_first + n_keep * n_sims)
 
-    def run(positives: np.ndarray, sims: int, before: int, stream: Any = None) -> np.ndarray:
+    def run(
+        positives: np.ndarray, sims: int, before: int, stream: np.random.Generator | None = None
+    ) -> np.ndarray:
         def tick(d: int, _t: int) -> None:
             if progress is not None:
                 progress(before + d, total)
