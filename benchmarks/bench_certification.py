@@ -231,10 +231,7 @@ def run_cell(
         else np.empty((0, len(st.sizes)), dtype=np.int64)
     )
     held = holdout_truths(st, metric) if holdout or holdout_only else []
-    if holdout_names:
-        unknown = sorted(set(holdout_names) - {name for name, _ in held})
-        if unknown:
-            raise SystemExit(f"error: --holdout-names {','.join(unknown)}: not held-out truths")
+    if holdout_names:  # checked in main() before any cell
         held = [(name, p) for name, p in held if name in holdout_names]
     if held:
         pos = np.concatenate([pos, np.stack([p for _, p in held])])
@@ -393,6 +390,14 @@ def main() -> None:
     )
     sys.stdout.flush()
     models = tuple(args.models.split(","))
+    names = tuple(n for n in args.holdout_names.split(",") if n)
+    known = [name for name, _ in holdout_truths(st, "f1")]  # the same names for every metric
+    unknown = sorted(set(names) - set(known))
+    if unknown:  # before any calibration, not after the first one
+        raise SystemExit(
+            f"error: --holdout-names {','.join(unknown)}: not held-out truths; allowed: "
+            + ", ".join(known)
+        )
     skipped = []
     misses = 0
     holdout_misses = 0
@@ -428,7 +433,7 @@ def main() -> None:
                 holdout=args.holdout,
                 calibrate_only=args.calibrate_only,
                 holdout_only=args.holdout_only,
-                holdout_names=tuple(n for n in args.holdout_names.split(",") if n),
+                holdout_names=names,
                 n_jobs=args.n_jobs,
             )
         except ValueError as exc:
