@@ -237,7 +237,50 @@ def test_floor_neg_puts_a_floor_under_the_predicted_negatives(strata):
         score_rates=mid,
         posterior_draws=np.stack([mid[::-1], np.full_like(mid, 0.3)]),
     )
-    assert [t.name for t in fam][-3:] == ["posterior_1", "posterior_2", "floor_neg"]
+    assert [t.name for t in fam][-5:] == [
+        "posterior_1",
+        "posterior_2",
+        "floor_neg",
+        "floor_neg_low",
+        "floor_neg_bottom",
+    ]
+
+
+def test_the_blind_spot_grid_raises_the_lowest_predicted_negatives(strata):
+    """Version 15's blind spots (``FLOORS``): the lower half of the predicted-negative strata
+    raised by that side's size-weighted mean score rate, the lowest quarter (at least one
+    stratum) by twice it; the other strata as the scores."""
+    from bayes_eval.sequential.truths import ADDED_PROFILES, FLOORS, _profile
+
+    mid = (strata.score_min + strata.score_max) / 2
+    sizes, pos = np.asarray(strata.sizes), np.asarray(strata.predicted, dtype=bool)
+    x = special.logit(mid)
+    neg = np.flatnonzero(~pos)
+    mean = np.average(mid[~pos], weights=sizes[~pos])
+    for name, raised, multiple in (
+        ("floor_neg_low", neg[: neg.size // 2], 1.0),
+        ("floor_neg_bottom", neg[: max(1, neg.size // 4)], 2.0),
+    ):
+        assert ADDED_PROFILES[name] == 15 and FLOORS[name][1] == multiple
+        out = _profile(name, x, sizes, pos)
+        assert np.allclose(special.expit(out[raised]), mid[raised] + multiple * mean)
+        rest = np.setdiff1d(np.arange(x.size), raised)
+        assert np.array_equal(out[rest], x[rest])
+    # one predicted-negative stratum: each raises it
+    one = np.array([True, False, True])
+    out = _profile("floor_neg_bottom", special.logit([0.2, 0.05, 0.9]), np.ones(3), one)
+    assert np.isclose(special.expit(out[1]), 0.15) and np.isclose(out[0], special.logit(0.2))
+
+
+def test_same_as_version_is_the_version_before_the_first_member_that_changed_nothing():
+    from bayes_eval.sequential.robust import _same_as_version
+
+    assert _same_as_version({}) == 13
+    assert _same_as_version({14: False, 15: False}) == 13
+    assert _same_as_version({14: True, 15: False}) == 14
+    assert _same_as_version({14: True, 15: True}) == 15
+    # members of 14 and later changed no fit: the family of version 13 gives it
+    assert _same_as_version({14: False, 15: True}) == 13
 
 
 def test_an_added_member_leaves_the_earlier_members_paths_as_they_were(monkeypatch):
@@ -263,29 +306,36 @@ def test_an_added_member_leaves_the_earlier_members_paths_as_they_were(monkeypat
         rng=7,
     )
     without = calibrate_worst_case(
-        st, profiles=tuple(p for p in PROFILES if p != "floor_neg"), **kw
+        st, profiles=tuple(p for p in PROFILES if p not in ADDED_PROFILES), **kw
+    )
+    v14 = calibrate_worst_case(
+        st, profiles=tuple(p for p in PROFILES if ADDED_PROFILES.get(p, 0) < 15), **kw
     )
     with_it = calibrate_worst_case(st, **kw)
     names = [t.name for t in with_it.truths]
-    assert names[:-1] == [t.name for t in without.truths] and names[-1] == "floor_neg"
-    for a, b in zip(without.prob, with_it.prob[:-1], strict=True):
-        assert np.array_equal(a, b)
+    added = ["floor_neg", "floor_neg_low", "floor_neg_bottom"]
+    assert names[:-3] == [t.name for t in without.truths] and names[-3:] == added
+    assert names[:-2] == [t.name for t in v14.truths]
+    for a, b, c in zip(without.prob, with_it.prob[:-3], v14.prob, strict=False):
+        assert np.array_equal(a, b) and np.array_equal(a, c)
+    assert np.array_equal(v14.prob[-1], with_it.prob[-3])  # floor_neg: its own stream
     assert np.array_equal(without.margin_prob, with_it.margin_prob)
     assert np.array_equal(without.boundary.nominal, with_it.boundary.nominal)
-    assert with_it.prob[-1].shape[0] == 500  # promoted in stage 3: it came near its allowance
-    crossed = (with_it.prob[-1] >= with_it.boundary.nominal).any(axis=-1).mean()
-    assert crossed == with_it.boundary.rates[-1] < with_it.boundary.rates.max()
-    assert not with_it.added_bind and not without.added_bind
+    assert with_it.prob[-3].shape[0] == 500  # promoted in stage 3: it came near its allowance
+    crossed = (with_it.prob[-3] >= with_it.boundary.nominal).any(axis=-1).mean()
+    assert crossed == with_it.boundary.rates[-3] < with_it.boundary.rates.max()
+    assert with_it.same_as_version == v14.same_as_version == without.same_as_version == 13
+    assert not with_it.added_bind
     # a member that binds: ``flat`` (the worst truth here) treated as an added member moves
     # after the posterior draws, gets its own stream and the full paths, and sets the boundary
     monkeypatch.setitem(ADDED_PROFILES, "flat", 99)
     moved = calibrate_worst_case(st, **kw)
-    assert [t.name for t in moved.truths][-2:] == ["flat", "floor_neg"]
+    assert [t.name for t in moved.truths][-4:] == ["flat", *added]
     assert moved.worst_truth.name == "flat"
-    assert moved.added_bind and moved.prob[-2].shape[0] == 500
+    assert moved.added_bind and moved.same_as_version == 99 and moved.prob[-4].shape[0] == 500
     assert not np.array_equal(moved.boundary.nominal, with_it.boundary.nominal)
-    rate = (moved.prob[-2] >= moved.boundary.nominal).any(axis=-1).mean()
-    assert rate == moved.boundary.rates[-2] <= 0.2
+    rate = (moved.prob[-4] >= moved.boundary.nominal).any(axis=-1).mean()
+    assert rate == moved.boundary.rates[-4] <= 0.2
     # the stream: a function of the generator's seed and the name, which moves neither
     gen = np.random.default_rng(7)
     state = gen.bit_generator.state

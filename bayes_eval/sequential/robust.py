@@ -26,9 +26,10 @@ kept truths, and enters a fit only with its full paths: its screening paths deci
 stage 3 gives it them (the boundary comes near it; in the first version-14 calibrations, fits that
 read a member's 500 screening paths moved a boundary where its 2,500 paths were far from binding).
 So adding a member changes nothing it does not bind: the other members' audits are the same bit
-for bit, and :attr:`WorstCaseCalibration.added_bind` says whether it changed any fitted boundary —
-if not, the boundary is the earlier family's and a certification of that family stands, with the
-added member's own fresh-audit rate to add (``tests/test_worst_case.py``).
+for bit, and :attr:`WorstCaseCalibration.same_as_version` names the earliest calibration version
+whose family gives this calibration bit for bit (the members added after it changed no fitted
+boundary): a certification of that version stands, with the later members' own fresh-audit rates
+to add (``tests/test_worst_case.py``).
 
 References
 ----------
@@ -73,7 +74,7 @@ from .boundary import (
     near_allowance,
 )
 from .calibration import check_pilot, check_rate_array
-from .truths import ADDED_PROFILES, Truth, posterior_rate_draws, truth_family
+from .truths import ADDED_PROFILES, BASE_VERSION, Truth, posterior_rate_draws, truth_family
 
 __all__ = ["DEFAULT_MARGIN", "WorstCaseCalibration", "calibrate_worst_case"]
 
@@ -125,12 +126,13 @@ class WorstCaseCalibration:
     draws : int or None
         Posterior draws per look whose binomial noise was simulated (``None``: exact
         probabilities).
-    added_bind : bool
-        Whether a member added to the family after calibration version 13
-        (:data:`~.truths.ADDED_PROFILES`, simulated from its own stream) changed a boundary the
-        calibration fitted. ``False``: the boundary, and every simulated audit of the other
-        members, are bit for bit those of the family without the added members (a
-        certification of that family stands; the added members' rates are in ``boundary``).
+    same_as_version : int
+        The earliest calibration version (:data:`~.truths.BASE_VERSION` or a version of
+        :data:`~.truths.ADDED_PROFILES`) whose family gives this calibration: the members added
+        after it (each simulated from its own stream) changed no boundary the calibration
+        fitted, so the boundary, and every simulated audit of the earlier members, are bit for
+        bit those of that version's family (a certification of it stands; the later members'
+        rates are in ``boundary``).
     """
 
     boundary: Boundary
@@ -150,7 +152,12 @@ class WorstCaseCalibration:
     seconds: float
     rates_source: str = "scores"
     draws: int | None = None
-    added_bind: bool = False
+    same_as_version: int = BASE_VERSION
+
+    @property
+    def added_bind(self) -> bool:
+        """Whether a member added after calibration version 13 changed a fitted boundary."""
+        return self.same_as_version > BASE_VERSION
 
     @property
     def looks(self) -> np.ndarray:
@@ -454,22 +461,30 @@ def calibrate_worst_case(
             fam[t] = np.concatenate([fam[t], extra[0]])
         full[idx] = True
 
-    added_bind = False
+    # the version that added each member (BASE_VERSION: shared-stream members)
+    added_in = np.array([ADDED_PROFILES.get(t.name, BASE_VERSION) for t in truths])
+    changed = {int(v): False for v in np.unique(added_in[own])}
 
     def refit() -> Boundary:
         """The boundary fitted to the paths of every truth but the own-stream members that
         have only their screening paths (those decide only whether a member gets the full
-        paths), with its rates at every truth; while the own-stream members have not changed a
-        fit, also the one without them (``added_bind``: once they do, the shared members'
-        later promotions, and so their paths, may differ from the family without them)."""
-        nonlocal added_bind
-        use = [fam[t] for t in range(n_fam) if full[t] or not own[t]]
-        fit = fit_boundary(use, schedule, level=level, margin_prob=mprob, shapes=shapes)
-        if own.any() and not added_bind:
+        paths), with its rates at every truth; for each version ``v`` whose members have not
+        changed a fit yet, also the fit without the members added in ``v`` or later
+        (``changed``: once they do, the earlier members' later promotions, and so their paths,
+        may differ from the family without them)."""
+        use = [t for t in range(n_fam) if full[t] or not own[t]]
+        fit = fit_boundary(
+            [fam[t] for t in use], schedule, level=level, margin_prob=mprob, shapes=shapes
+        )
+        for v in [v for v, c in changed.items() if not c]:
             old = fit_boundary(
-                [fam[t] for t in shared], schedule, level=level, margin_prob=mprob, shapes=shapes
+                [fam[t] for t in use if added_in[t] < v],
+                schedule,
+                level=level,
+                margin_prob=mprob,
+                shapes=shapes,
             )
-            added_bind = not (
+            changed[v] = not (
                 fit.attainable == old.attainable
                 and fit.shape == old.shape
                 and np.array_equal(fit.nominal, old.nominal)
@@ -525,5 +540,16 @@ def calibrate_worst_case(
         seconds=time.perf_counter() - t0,
         rates_source=label,
         draws=draws,
-        added_bind=added_bind,
+        same_as_version=_same_as_version(changed),
     )
+
+
+def _same_as_version(changed: dict[int, bool]) -> int:
+    """The earliest version whose family gives the calibration: the one before the first
+    version whose members (with every later one's) changed no fit; the last version when each
+    changed one."""
+    versions = sorted(changed)
+    for before, v in zip([BASE_VERSION, *versions], versions, strict=False):
+        if not changed[v]:
+            return before
+    return versions[-1] if versions else BASE_VERSION
