@@ -53,7 +53,7 @@ from bayes_eval.sequential._linear import least_favourable_truth
 from bayes_eval.sequential._paths import simulate_paths
 from bayes_eval.sequential.boundary import fit_boundary, labels_used
 from bayes_eval.sequential.robust import _score_rates, calibrate_worst_case, screening_keep
-from bayes_eval.sequential.truths import ADDED_PROFILES
+from bayes_eval.sequential.truths import ADDED_PROFILES, blind_spot
 
 TARGET = 0.65
 LEVEL = 0.95
@@ -161,22 +161,18 @@ def holdout_truths(st, metric, seed=20261124):
     # every predicted negative): a stronger floor, a floor on the lower half of the predicted
     # negatives only, and the predicted positives' counterpart (false positives the scores do
     # not see: each predicted positive's miss rate 1 - r raised by half that side's mean)
-    r0 = special.expit(side_mean(~pred))
-    out = x.copy()
-    out[~pred] = special.logit(special.expit(x[~pred]) + 2.0 * r0)
-    profiles["floor_neg_strong"] = out
-    # version 15's grid holds the lower half + r0 and the lowest quarter + 2 r0; its successors
+    # version 15's grid holds the lower half + r0 and the lowest quarter + 2 r0 (r0: the
+    # predicted negatives' mean score rate); its successors
     half, quarter = neg[: max(1, neg.size // 2)], neg[: max(1, neg.size // 4)]
     middle = neg[neg.size // 4 : neg.size // 4 + max(1, neg.size // 2)]
     for name, where, multiple in (
+        ("floor_neg_strong", neg, 2.0),
         ("floor_neg_low_weak", half, 0.5),
         ("floor_neg_low_strong", half, 2.0),
         ("floor_neg_mid", middle, 1.0),
         ("floor_neg_bottom_strong", quarter, 4.0),
     ):
-        out = x.copy()
-        out[where] = special.logit(special.expit(x[where]) + multiple * r0)
-        profiles[name] = out
+        profiles[name] = blind_spot(x, sizes, pred, where, multiple)
     out = x.copy()
     miss = 1.0 - special.expit(x[pred])
     gap = 0.5 * np.average(miss, weights=sizes[pred])

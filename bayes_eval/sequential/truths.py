@@ -108,6 +108,7 @@ __all__ = [
     "FLOORS",
     "PROFILES",
     "Truth",
+    "blind_spot",
     "posterior_rate_draws",
     "truth_family",
 ]
@@ -171,6 +172,21 @@ class Truth:
     value: float
 
 
+def blind_spot(
+    x: np.ndarray, sizes: np.ndarray, pos: np.ndarray, where: np.ndarray, multiple: float
+) -> np.ndarray:
+    """Score logits ``x`` with the predicted-negative strata ``where`` raised by ``multiple``
+    times that side's size-weighted mean score rate (the :data:`FLOORS` members; the held-out
+    blind spots of ``benchmarks/bench_certification.py`` place it elsewhere)."""
+    r = special.expit(x)
+    out = x.copy()
+    neg = ~pos
+    if neg.any() and len(where):
+        floor = multiple * float(np.average(r[neg], weights=sizes[neg]))
+        out[where] = special.logit(np.clip(r[where] + floor, 1e-6, 1 - 1e-6))
+    return out
+
+
 def _profile(name: str, x: np.ndarray, sizes: np.ndarray, pos: np.ndarray) -> np.ndarray:
     """Base logits of profile ``name`` from the score logits ``x`` (ordered within each side by
     stratum index, lowest score first)."""
@@ -186,13 +202,8 @@ def _profile(name: str, x: np.ndarray, sizes: np.ndarray, pos: np.ndarray) -> np
         return out
     if name in FLOORS:
         share, multiple = FLOORS[name]
-        out = x.copy()
         idx = np.flatnonzero(~pos)
-        if idx.size:
-            low = idx[: max(1, int(idx.size * share))]
-            floor = multiple * float(np.average(r[idx], weights=sizes[idx]))
-            out[low] = special.logit(np.clip(r[low] + floor, 1e-6, 1 - 1e-6))
-        return out
+        return blind_spot(x, sizes, pos, idx[: max(1, int(idx.size * share))], multiple)
     if name == "bump_neg":
         out = x.copy()
         idx = np.flatnonzero(~pos)
