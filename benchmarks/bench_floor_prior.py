@@ -21,7 +21,12 @@ the same labels (the design's feedback through the variant is not simulated: a p
   intercept deviation from their anchor (:meth:`bayes_eval.models._prior.Prior.side_logits`),
   so where the labels show the negatives' scores overstate, the floor falls with the curve;
 * ``relative t-below``: both;
-* ``no floor``: ``floor_mean = -30``.
+* ``no floor``: ``floor_mean = -30``;
+* ``follows positives`` / ``follows positives down``: the centre moved by the predicted
+  *positives'* intercept deviation (all of it, or only where negative): the factor by which the
+  labels show the scores overstate, where labels are many, applied to the negatives' mean score;
+* ``t both sides``: a Student-t(1) of the same curvature on both sides of the centre (floors far
+  above and far below it plausible).
 
 Truths (two population seeds each, ``--reps`` audits per population): synthetic needles (100,000
 items, 50 positives, separation 4) with calibrated scores and with every score's odds multiplied
@@ -58,8 +63,11 @@ from bayes_eval.posterior import estimate_from_stratum_counts
 _ORIGINAL = _prior.Prior.log_density
 
 
-def _variant(tail: bool, relative: bool):
-    """``Prior.log_density`` with the floor's normal replaced by the variant's density."""
+def _variant(tail: bool | str, relative: bool | str):
+    """``Prior.log_density`` with the floor's normal replaced by the variant's density
+    (``tail``: ``True`` a Student-t(1) below the centre, ``"both"`` on both sides; ``relative``:
+    ``True`` follows the predicted negatives' intercept deviation, ``"positives"`` the predicted
+    positives', ``"positives down"`` only where it is negative)."""
 
     def log_density(self, phi):
         out = _ORIGINAL(self, phi)
@@ -68,10 +76,17 @@ def _variant(tail: bool, relative: bool):
         fl, c, sf = phi[..., 4], self.mean[4], self.sd[4]
         out = out + 0.5 * ((fl - c) / sf) ** 2  # remove the package's floor term
         if relative:
-            m0, _ = self.side_logits(phi)
-            c = c + (m0 - self.anchor[0, _prior._ZERO_SLOPE])
+            m0, m1 = self.side_logits(phi)
+            z0, z1 = self.anchor[:, _prior._ZERO_SLOPE]
+            if relative is True:
+                c = c + (m0 - z0)
+            elif relative == "positives":
+                c = c + (m1 - z1)
+            else:
+                c = c + np.minimum(m1 - z1, 0.0)
         if tail:
-            return out + _prior.intercept_log_density(fl - c, sf, 1.0, upper=False)
+            both = tail == "both"
+            return out + _prior.intercept_log_density(fl - c, sf, 1.0, upper=both)
         return out - 0.5 * ((fl - c) / sf) ** 2
 
     return log_density
@@ -83,6 +98,9 @@ VARIANTS = {
     "relative": _variant(False, True),
     "relative t-below": _variant(True, True),
     "no floor": "no floor",
+    "follows positives": _variant(False, "positives"),
+    "follows positives down": _variant(False, "positives down"),
+    "t both sides": _variant("both", False),
 }
 
 
@@ -182,8 +200,8 @@ def _final_counts(lp, st, reps, budget, batch, seed, variant=None):
     return sim["n"].values, sim["h"].values
 
 
-def _cell_row(label, lp_seeds, reps, budget, batch, through_design=()):
-    names = [*VARIANTS, *(f"{v} (design too)" for v in through_design)]
+def _cell_row(label, lp_seeds, reps, budget, batch, through_design=(), variants=None):
+    names = [*(variants or VARIANTS), *(f"{v} (design too)" for v in through_design)]
     recs = {name: [] for name in names}
     for seed, lp in lp_seeds:
         st = be.stratify(lp.population, n_strata="auto")
@@ -226,6 +244,9 @@ def main() -> None:
     ap.add_argument("--budget", type=int, default=1000)
     ap.add_argument("--batch", type=int, default=100)
     ap.add_argument(
+        "--variants", nargs="+", choices=list(VARIANTS), help="refit only under these priors"
+    )
+    ap.add_argument(
         "--through-design",
         nargs="+",
         default=[],
@@ -251,7 +272,9 @@ def main() -> None:
     for label, make in battery:
         t0 = time.perf_counter()
         pops = [(s, make(s)) for s in args.seeds]
-        _cell_row(label, pops, args.reps, args.budget, args.batch, args.through_design)
+        _cell_row(
+            label, pops, args.reps, args.budget, args.batch, args.through_design, args.variants
+        )
         print(f"# {label}: {time.perf_counter() - t0:.0f} s", flush=True)
 
 
