@@ -26,7 +26,13 @@ the same labels (the design's feedback through the variant is not simulated: a p
   *positives'* intercept deviation (all of it, or only where negative): the factor by which the
   labels show the scores overstate, where labels are many, applied to the negatives' mean score;
 * ``t both sides``: a Student-t(1) of the same curvature on both sides of the centre (floors far
-  above and far below it plausible).
+  above and far below it plausible);
+* ``mixture 0.5`` / ``mixture 0.8`` (session 41): Bayesian model averaging over "a blind spot or
+  not" — the package's floor with prior probability 0.5 / 0.8 and ``floor_mean=-30`` (in effect
+  no floor) otherwise, the two fits weighted by their marginal likelihoods (each fit's
+  importance estimate; the priors differ only in the floor's centre, so every other constant
+  cancels) and joined into one fit of 1,024 nodes: where the labels can tell the two apart
+  they decide, where they cannot (needles) the answer spans both.
 
 Truths (two population seeds each, ``--reps`` audits per population): synthetic needles (100,000
 items, 50 positives, separation 4) with calibrated scores and with every score's odds multiplied
@@ -50,13 +56,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import time
 
 import numpy as np
+from scipy import special
 
 import bayes_eval as be
 from bayes_eval import datasets
-from bayes_eval.models import _prior
+from bayes_eval.models import _prior, pooled
 from bayes_eval.models.pooled import Hyperpriors
 from bayes_eval.posterior import estimate_from_stratum_counts
 
@@ -92,6 +100,51 @@ def _variant(tail: bool | str, relative: bool | str):
     return log_density
 
 
+class _Mixture:
+    """Model averaging over two floors: the package's prior with probability ``w`` and
+    ``floor_mean=alt`` (in effect no floor) otherwise, the two fits weighted by their evidence
+    (each fit's importance estimate of its marginal likelihood: the two priors differ only in the
+    floor's centre, so every other constant cancels). The averaged fit is one
+    :class:`~bayes_eval.models.pooled.PooledFit` whose nodes are both fits' nodes."""
+
+    def __init__(self, w: float, alt: float = -30.0):
+        self.w, self.alt = w, alt
+
+    def fit(self, profile, n, h, *, hyperpriors=None, warn=True, init=None):
+        hp = Hyperpriors() if hyperpriors is None else hyperpriors
+        fits, logz = [], []
+        for hp_j in (hp, dataclasses.replace(hp, floor_mean=self.alt)):
+            rec = []
+
+            def iw(lp, log_q, rec=rec):
+                rec.append(special.logsumexp(lp - log_q, axis=-1))
+                return _IW(lp, log_q)
+
+            pooled.importance_weights = iw
+            try:
+                f = _FIT(profile, n, h, hyperpriors=hp_j, warn=warn, init=init)
+            finally:
+                pooled.importance_weights = _IW
+            logz.append(rec[0] + 0.5 * np.linalg.slogdet(f.cov)[1])
+            fits.append(f)
+        lw = np.stack([np.log(self.w) + logz[0], np.log1p(-self.w) + logz[1]])
+        pi = np.exp(lw - special.logsumexp(lw, axis=0))
+        f0, f1 = fits
+        weight = np.concatenate([pi[0][..., None] * f0.weight, pi[1][..., None] * f1.weight], -1)
+        return dataclasses.replace(
+            f0,
+            phi=np.concatenate([f0.phi, f1.phi], axis=-2),
+            weight=weight,
+            node_weight=np.concatenate([f0.node_weight, f1.node_weight], axis=-3),
+            a=np.concatenate([f0.a, f1.a], axis=-3),
+            b=np.concatenate([f0.b, f1.b], axis=-3),
+            ess=1.0 / (weight**2).sum(axis=-1),
+        )
+
+
+_FIT = pooled.fit_pooled
+_IW = pooled.importance_weights
+
 VARIANTS = {
     "default": None,
     "t-below": _variant(True, False),
@@ -101,11 +154,20 @@ VARIANTS = {
     "follows positives": _variant(False, "positives"),
     "follows positives down": _variant(False, "positives down"),
     "t both sides": _variant("both", False),
+    "mixture 0.5": _Mixture(0.5),
+    "mixture 0.8": _Mixture(0.8),
 }
 
 
 @contextlib.contextmanager
 def _floor_prior(variant):
+    if isinstance(variant, _Mixture):
+        pooled.fit_pooled = variant.fit
+        try:
+            yield
+        finally:
+            pooled.fit_pooled = _FIT
+        return
     if variant is None or isinstance(variant, str):
         yield
         return
