@@ -312,7 +312,11 @@ def main() -> None:
         "--through-design",
         nargs="+",
         default=[],
-        choices=[v for v in VARIANTS if v not in ("default", "no floor")],
+        # the mixtures replace only fit_pooled, not the look model's refits, so they cannot feed
+        # the design faithfully
+        choices=[
+            v for v in VARIANTS if v not in ("default", "no floor", "mixture 0.5", "mixture 0.8")
+        ],
         help="also run the audits with these variants feeding the design (not only the refit)",
     )
     args = ap.parse_args()
