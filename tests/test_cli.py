@@ -487,6 +487,22 @@ def test_demo_says_when_the_calibration_workers_stop(tmp_path, monkeypatch):
     assert not (tmp_path / "d.html").exists()
 
 
+def test_ctrl_c_is_one_error_line_and_the_interrupt_status(tmp_path, monkeypatch):
+    """Ctrl-C (KeyboardInterrupt) in the calibration: exit status 130, one ``error:`` line, no
+    traceback, no report."""
+    from bayes_eval import sequential
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sequential, "correction_for", interrupted)
+    res = run("demo", "--out", tmp_path / "d.html", "--budget", "100")
+    assert res.exit_code == 130, res.output
+    assert res.stderr.strip().splitlines()[-1] == "error: interrupted"
+    assert res.stderr.count("error:") == 1 and "Traceback" not in res.output
+    assert not (tmp_path / "d.html").exists()
+
+
 def test_demo_runs_end_to_end_and_writes_a_report(tmp_path):
     out = tmp_path / "demo.html"
     res = run(

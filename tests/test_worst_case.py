@@ -697,6 +697,109 @@ def test_a_worker_that_dies_is_a_clear_error_naming_n_jobs():
         pool.map([chunk, chunk])
 
 
+class _SleepOnArrival:
+    """Unpickles, in a worker, as a long ``time.sleep``: a chunk that is still running when the
+    calibration is interrupted."""
+
+    def __reduce__(self):
+        import time
+
+        return (time.sleep, (120,))
+
+
+def _sleeping_chunk():
+    from bayes_eval.models._look_pool import RefitChunk
+
+    return RefitChunk(_SleepOnArrival(), np.zeros((1, 2)), np.zeros((1, 2)), None, np.ones(2),
+                      True, (512, 1.5, 0, 5.0))  # fmt: skip
+
+
+def _busy_pool_interrupted(stop) -> tuple[float, list]:
+    """Run ``stop(pool, ready)`` on a ``RefitPool(2)`` while a timer thread waits for its two
+    workers (then sets ``ready``), lets them start their chunks, Ctrl-Cs the workers and then
+    this process; ``stop`` must raise KeyboardInterrupt. Returns the seconds from the interrupt
+    to ``stop``'s end and the workers."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from bayes_eval.models._look_pool import RefitPool
+
+    pool = RefitPool(2)
+    ready = threading.Event()
+    seen: dict = {}
+
+    def ctrl_c():  # as a terminal's Ctrl-C: the whole process group, the workers too
+        deadline = time.monotonic() + 60
+        procs: list = []
+        while time.monotonic() < deadline and len(procs) < 2:
+            ex = pool._executor
+            procs = [] if ex is None else [p for p in (ex._processes or {}).values()]
+            time.sleep(0.1)
+        seen["procs"] = procs
+        ready.set()
+        time.sleep(3)  # both workers are in their chunk (the sleep)
+        for p in procs:
+            os.kill(p.pid, signal.SIGINT)
+        time.sleep(0.5)
+        seen["alive"] = [p.is_alive() for p in procs]  # they leave Ctrl-C to the parent
+        seen["t"] = time.monotonic()
+        os.kill(os.getpid(), signal.SIGINT)
+
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    timer = threading.Thread(target=ctrl_c, daemon=True)
+    try:
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            stop(pool, ready)
+        took = time.monotonic() - seen["t"]
+    finally:
+        timer.join(70)
+        signal.signal(signal.SIGINT, old)
+        pool.close(abort=True)
+    assert seen["alive"] == [True, True]
+    return took, seen["procs"]
+
+
+def test_an_interrupted_calibration_stops_its_workers_at_once():
+    """Ctrl-C while the workers run their chunks: the pool's block ends in seconds (not after
+    the 120 s chunks) and no worker is left; the workers themselves ignore the SIGINT a
+    terminal sends the whole process group (a worker that died of it printed a traceback and
+    left the pool half-stopped: ``uv run bayes-eval demo`` hung on Ctrl-C, session 42)."""
+
+    def in_block(pool, ready):
+        with pool:
+            pool.map([_sleeping_chunk(), _sleeping_chunk()])
+
+    took, procs = _busy_pool_interrupted(in_block)
+    assert took < 30, took
+    assert not any(p.is_alive() for p in procs)
+
+
+def test_a_graceful_close_interrupted_stops_the_workers_at_once():
+    """A second Ctrl-C while the pool waits for its running chunks (``close()``): the workers
+    are terminated before the interrupt goes on, so the interpreter never waits on them."""
+    import threading
+
+    def close_while_busy(pool, ready):
+        chunks = [_sleeping_chunk(), _sleeping_chunk()]
+        threading.Thread(target=_quiet_map, args=(pool, chunks), daemon=True).start()
+        assert ready.wait(60)
+        pool.close()  # waits for the running chunks, until the Ctrl-C
+
+    took, procs = _busy_pool_interrupted(close_while_busy)
+    assert took < 30, took
+    assert not any(p.is_alive() for p in procs)
+
+
+def _quiet_map(pool, chunks):
+    import contextlib
+
+    with contextlib.suppress(BaseException):  # the pool is stopped under it
+        pool.map(chunks)
+
+
 class _Stop(Exception):
     pass
 

@@ -90,6 +90,9 @@ def _max_mcse(value: float) -> float:
     return check_max_mcse(value, "--max-mcse")
 
 
+_INTERRUPTED = 130  # the shell's status for a command stopped by SIGINT (128 + 2)
+
+
 class _OneLineErrors(typer.core.TyperGroup):
     """Usage errors (``-n 2.5``, an unknown flag) as one ``error:`` line, exit status 2."""
 
@@ -128,6 +131,8 @@ class _OneLineErrors(typer.core.TyperGroup):
         except typer.Abort:
             typer.echo("error: aborted", err=True)
             sys.exit(1)
+        if rv == _INTERRUPTED:  # typer's answer to Ctrl-C (KeyboardInterrupt -> Exit(130))
+            typer.echo("error: interrupted", err=True)
         sys.exit(rv if isinstance(rv, int) else 0)
 
 

@@ -17,6 +17,13 @@ not xarray or pandas). As with every process pool, a script that asks for ``n_jo
 do so under ``if __name__ == "__main__":``. A pool whose worker dies (killed, out of memory, or a
 script without that guard) raises :class:`WorkerPoolError`.
 
+An interrupted calibration (Ctrl-C, or any exception inside the pool's block) stops the workers
+at once instead of waiting for their chunks: a terminal's Ctrl-C reaches the whole process group,
+so the workers ignore SIGINT and leave it to the parent, which terminates them. (A graceful
+shutdown interrupted by a second SIGINT -- ``uv run`` forwards the terminal's to its child, so
+the parent gets two -- left the interpreter joining workers that never got their stop sentinel:
+a hang, session 42.)
+
 Each chunk carries the importance design in force where it was made
 (:func:`bayes_eval.models._laplace.integration_settings`), so a benchmark's
 :func:`~bayes_eval.models._laplace.integration` block holds in the workers too.
@@ -25,6 +32,7 @@ Each chunk carries the importance design in force where it was made
 from __future__ import annotations
 
 import os
+import signal
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, fields
@@ -146,7 +154,9 @@ class RefitPool:
             return [fit_chunk(c) for c in chunks]
         if self._executor is None:
             self._executor = ProcessPoolExecutor(
-                max_workers=self.processes, mp_context=get_context("spawn")
+                max_workers=self.processes,
+                mp_context=get_context("spawn"),
+                initializer=_ignore_sigint,
             )
         try:
             return list(self._executor.map(fit_chunk, chunks))
@@ -159,11 +169,20 @@ class RefitPool:
                 "instead: n_jobs=1 (no worker process)"
             ) from err
 
-    def close(self) -> None:
-        """Stop the workers (idempotent)."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=True, cancel_futures=True)
-            self._executor = None
+    def close(self, *, abort: bool = False) -> None:
+        """Stop the workers (idempotent): after their running chunks, or at once with
+        ``abort=True`` (and whenever the wait itself is interrupted)."""
+        executor, self._executor = self._executor, None
+        if executor is None:
+            return
+        if abort:
+            _terminate(executor)
+            return
+        try:
+            executor.shutdown(wait=True, cancel_futures=True)
+        except BaseException:  # e.g. a second Ctrl-C while waiting: nothing may be left running
+            _terminate(executor)
+            raise
 
     def __enter__(self) -> RefitPool:
         return self
@@ -174,7 +193,31 @@ class RefitPool:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close()
+        self.close(abort=exc_type is not None)
+
+
+def _ignore_sigint() -> None:
+    """A worker's initializer: Ctrl-C is the parent's to handle (it stops the workers)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _terminate(executor: ProcessPoolExecutor) -> None:
+    """Stop ``executor``'s workers now (SIGTERM, then SIGKILL for one that lingers; their chunks
+    are not waited for) and reap them before returning."""
+    # the executor's own table of its processes (no public handle before Python 3.14)
+    procs = list((getattr(executor, "_processes", None) or {}).values())
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()
+    executor.shutdown(wait=True, cancel_futures=True)
+    for proc in procs:  # an interrupted shutdown may not join them again (Thread.join state)
+        proc.join(_REAP_SECONDS)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+
+
+_REAP_SECONDS = 10.0  # a terminated worker's time to exit before SIGKILL
 
 
 def concat_fits(fits: list[ChunkFit], inverse: np.ndarray) -> tuple[Any, ...]:
