@@ -503,6 +503,32 @@ def test_ctrl_c_is_one_error_line_and_the_interrupt_status(tmp_path, monkeypatch
     assert not (tmp_path / "d.html").exists()
 
 
+def test_sigterm_is_one_error_line_and_the_terminate_status(tmp_path, monkeypatch):
+    """SIGTERM (``kill``) in the calibration: exit status 143, one ``error: terminated`` line, no
+    traceback, no report, and the handler of before comes back."""
+    import os
+    import signal
+    import time
+
+    from bayes_eval import sequential
+
+    def terminated(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(30)  # the handler raises in this thread before the sleep ends
+        raise AssertionError("SIGTERM did not stop the command")
+
+    before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(sequential, "correction_for", terminated)
+    started = time.monotonic()
+    res = run("demo", "--out", tmp_path / "d.html", "--budget", "100")
+    assert time.monotonic() - started < 25
+    assert res.exit_code == 143, res.output
+    assert res.stderr.strip().splitlines()[-1] == "error: terminated"
+    assert res.stderr.count("error:") == 1 and "Traceback" not in res.output
+    assert not (tmp_path / "d.html").exists()
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
 def test_demo_runs_end_to_end_and_writes_a_report(tmp_path):
     out = tmp_path / "demo.html"
     res = run(

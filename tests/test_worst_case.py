@@ -800,6 +800,79 @@ def _quiet_map(pool, chunks):
         pool.map(chunks)
 
 
+_SIGTERM_SCRIPT = """
+import sys, time
+import numpy as np
+from bayes_eval import sequential
+from bayes_eval.cli import app
+from bayes_eval.models._look_pool import RefitChunk, RefitPool
+
+
+class SleepOnArrival:
+    def __reduce__(self):
+        return (time.sleep, (120,))
+
+
+def calibrate_forever(*args, **kwargs):
+    chunk = RefitChunk(SleepOnArrival(), np.zeros((1, 2)), np.zeros((1, 2)), None, np.ones(2),
+                       True, (512, 1.5, 0, 5.0))
+    with RefitPool(2) as pool:
+        import threading
+
+        def announce():
+            while pool._executor is None or len(pool._executor._processes or {}) < 2:
+                time.sleep(0.1)  # the executor starts in map()
+            time.sleep(2)
+            pids = " ".join(str(p) for p in pool._executor._processes)
+            print("workers", pids, flush=True)
+
+        threading.Thread(target=announce, daemon=True).start()
+        pool.map([chunk, chunk])
+
+
+if __name__ == "__main__":  # the spawned workers import this file too
+    sequential.correction_for = calibrate_forever
+    app(["demo", "--out", sys.argv[1], "--budget", "100"])
+"""
+
+
+def test_a_terminated_calibration_stops_its_workers_and_leaks_nothing(tmp_path):
+    """SIGTERM to the CLI while the refit workers run their chunks: the command exits in
+    seconds with status 143 and one ``error: terminated`` line, no worker is left, and the
+    resource tracker reports no leaked semaphore (before session 43 a SIGTERM killed the
+    parent without cleanup)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "run.py"
+    script.write_text(_SIGTERM_SCRIPT)
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "d.html")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        line = proc.stdout.readline()
+        while line and not line.startswith("workers "):  # the demo's own lines come first
+            line = proc.stdout.readline()
+        assert line, proc.stderr.read()
+        pids = [int(p) for p in line.split()[1:]]
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        took = time.monotonic() - started
+    finally:
+        proc.kill()
+    assert took < 30, took
+    assert proc.returncode == 143, err
+    assert err.strip().splitlines()[-1] == "error: terminated", err
+    assert err.count("error:") == 1 and "Traceback" not in err and "leaked" not in err, err
+    for pid in pids:  # reaped by the parent: no such process any more
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert not (tmp_path / "d.html").exists()
+
+
 class _Stop(Exception):
     pass
 

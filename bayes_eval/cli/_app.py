@@ -11,6 +11,7 @@ import contextlib
 import functools
 import os
 import re
+import signal
 import sys
 import warnings
 from collections.abc import Callable
@@ -91,6 +92,32 @@ def _max_mcse(value: float) -> float:
 
 
 _INTERRUPTED = 130  # the shell's status for a command stopped by SIGINT (128 + 2)
+_TERMINATED = 143  # ... and by SIGTERM (128 + 15)
+
+
+class _Terminated(BaseException):
+    """SIGTERM (``kill``, a scheduler's stop), raised in the main thread like Ctrl-C so that the
+    cleanup runs on the way out: the refit workers are terminated and reaped, the ledger's lock
+    is released. (A BaseException: no ``except Exception`` swallows it.)"""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise _Terminated
+
+
+@contextlib.contextmanager
+def _sigterm_raises():
+    """While the command runs, SIGTERM raises :class:`_Terminated` (the previous handler comes
+    back after); outside the main thread (where Python allows no handler) nothing changes."""
+    try:
+        previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class _OneLineErrors(typer.core.TyperGroup):
@@ -105,7 +132,11 @@ class _OneLineErrors(typer.core.TyperGroup):
         if not standalone_mode:
             return super().main(*args, standalone_mode=False, **kwargs)
         try:
-            rv = super().main(*args, standalone_mode=False, **kwargs)
+            with _sigterm_raises():
+                rv = super().main(*args, standalone_mode=False, **kwargs)
+        except _Terminated:
+            typer.echo("error: terminated", err=True)
+            sys.exit(_TERMINATED)
         except cx.NoArgsIsHelpError as exc:
             exc.show()
             sys.exit(exc.exit_code)
