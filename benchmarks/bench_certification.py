@@ -26,20 +26,37 @@ measures what its worst case is worth at truths it does not contain. ``--holdout
 evaluates those truths alone (for a cell whose family row already stands on the same calibration
 version; the calibration itself is re-run, it is seeded and deterministic).
 
+**A row in parts** (since session 45). Each truth's fresh audits come from a random stream of its
+own, keyed by the truth's name (:func:`bayes_eval.sequential.robust.own_stream` of the evaluation
+seed), so a truth's rate does not depend on which other truths run beside it, and a row's fresh
+audits can be split over runs (sessions, machines): ``--save-calibration FILE`` writes the
+calibrated boundary (and what the row prints of its calibration) to ``FILE`` (JSON, one entry per
+cell, merged into an existing file); ``--calibration FILE`` evaluates that stored boundary instead
+of calibrating again (so every part tests the same boundary, bit for bit, whatever machine runs
+it); ``--truths NAMES`` evaluates only these truths (family members, held-out truths, and
+``margin`` for the labels to accept above the target). Before session 45 the fresh audits of a
+row's truths came from one stream in chunks of six, so earlier rows' numbers are not reproduced
+by this script (their commits are in the results file).
+
 ``--n-jobs J`` fits the pooled look model's refits (calibration and fresh audits) in ``J``
 processes (:mod:`bayes_eval.models._look_pool`): the same numbers, in less wall time on a machine
 with spare cores.
 
 Usage: ``uv run python benchmarks/bench_certification.py [--cal-sims 2000] [--eval-sims 4000]
-[--holdout | --holdout-only] [--n-jobs -1]``.
+[--holdout | --holdout-only] [--n-jobs -1] [--save-calibration FILE | --calibration FILE]
+[--truths NAMES]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
+import os
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -52,8 +69,16 @@ from bayes_eval.priors import Prior
 from bayes_eval.sequential._linear import least_favourable_truth
 from bayes_eval.sequential._paths import simulate_paths
 from bayes_eval.sequential.boundary import fit_boundary, labels_used
-from bayes_eval.sequential.robust import _score_rates, calibrate_worst_case, screening_keep
-from bayes_eval.sequential.truths import ADDED_PROFILES, blind_spot
+from bayes_eval.sequential.robust import (
+    DEFAULT_POSTERIOR_TRUTHS,
+    _score_rates,
+    calibrate_worst_case,
+    own_stream,
+    screening_keep,
+)
+from bayes_eval.sequential.truths import ADDED_PROFILES, PROFILES, blind_spot
+
+HERE = Path(__file__).resolve().parent
 
 TARGET = 0.65
 LEVEL = 0.95
@@ -78,8 +103,9 @@ def _cells(models):
 #: (:data:`bayes_eval.sequential.truths.PROFILES`), each moved to the target the same way
 HOLDOUT_RANDOM = 6
 
-#: truths simulated together in the evaluation
-EVAL_CHUNK = 6
+#: the stage key of a truth's fresh-audit stream (``own_stream``; the calibration's are 0 and 1,
+#: and the evaluation's generator has another seed)
+EVAL_STAGE = 2
 
 
 def _same_as(version):
@@ -193,23 +219,9 @@ def holdout_truths(st, metric, seed=20261124):
     return out
 
 
-def run_cell(
-    st,
-    model,
-    design,
-    metric,
-    looks,
-    cal_sims,
-    eval_sims,
-    seed,
-    draws=None,
-    holdout=False,
-    calibrate_only=False,
-    holdout_only=False,
-    n_jobs=None,
-    holdout_names=(),
-):
-    sched = None if looks == "every" else be.sequential.geometric_looks(BATCH, BUDGET)
+def calibrate_cell(st, cell, cal_sims, seed, draws=None, n_jobs=None):
+    """Calibrate one cell as an audit does: ``(WorstCaseCalibration, seconds)``."""
+    model, design, metric, looks = cell
     t0 = time.perf_counter()
     cal = calibrate_worst_case(
         st,
@@ -219,17 +231,102 @@ def run_cell(
         design=design,
         batch_size=BATCH,
         budget=BUDGET,
-        looks=sched,
+        looks=_schedule(looks),
         model=model,
         n_sims=cal_sims,
         rng=seed,
         draws=draws,
         n_jobs=n_jobs,
     )
-    cal_s = time.perf_counter() - t0
+    return cal, time.perf_counter() - t0
+
+
+def _schedule(looks):
+    return None if looks == "every" else be.sequential.geometric_looks(BATCH, BUDGET)
+
+
+def _commit():
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True, cwd=HERE
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return out.stdout.strip()
+
+
+def calibration_record(cal, cal_s, cell, cal_sims, seed, draws):
+    """What the evaluation and the printed row need of a calibration, as plain JSON data (floats
+    round-trip exactly): the boundary, the family's truths and their in-sample rates."""
     b = cal.boundary
-    if calibrate_only:
-        return cal, cal_s
+    return {
+        "cell": "/".join(cell),
+        "calibration_version": be.sequential.CALIBRATION_VERSION,
+        "commit": _commit(),
+        "cal_sims": cal_sims,
+        "seed": seed,
+        "draws": draws,
+        "cal_s": cal_s,
+        "looks": b.looks.tolist(),
+        "nominal": b.nominal.tolist(),
+        "shape": float(b.shape),
+        "attainable": bool(b.attainable),
+        "truths": [
+            {
+                "name": t.name,
+                "positives": np.asarray(t.positives).tolist(),
+                "n_sims": int(p.shape[0]),
+                "rate": float(r),
+                "mcse": float(m),
+            }
+            for t, p, r, m in zip(cal.truths, cal.prob, b.rates, b.mcse, strict=True)
+        ],
+        "margin_positives": (
+            None if cal.margin_positives is None else np.asarray(cal.margin_positives).tolist()
+        ),
+        "same_as_version": int(cal.same_as_version),
+        "describe": cal.describe(),
+    }
+
+
+def save_calibration(path, record):
+    """Merge ``record`` into the JSON file ``path`` (one entry per cell), written atomically."""
+    path = Path(path)
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data[record["cell"]] = record
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    os.replace(tmp, path)
+
+
+def load_calibrations(path):
+    """The stored calibrations of ``--calibration FILE``, by cell (an error naming the flag)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"error: --calibration {path}: cannot be read ({exc})") from None
+    if not isinstance(data, dict) or not all(
+        isinstance(v, dict) and "nominal" in v for v in data.values()
+    ):
+        raise SystemExit(f"error: --calibration {path}: not a file written by --save-calibration")
+    return data
+
+
+def family_names():
+    """Every name a family truth can have in this benchmark (for ``--truths``)."""
+    return list(PROFILES) + [f"posterior_{i + 1}" for i in range(DEFAULT_POSTERIOR_TRUTHS)]
+
+
+def evaluate_cell(st, rec, eval_sims, seed, draws=None, n_jobs=None, holdout=(), only=None):
+    """Fresh audits of a calibrated boundary ``rec`` (:func:`calibration_record`).
+
+    ``holdout``: the held-out (name, positives) pairs to evaluate; ``only``: a set of truth
+    names (family, held-out, ``"margin"``) to evaluate, ``None`` for all. Each truth's audits
+    come from its own stream keyed by its name, so the rates do not depend on ``only``.
+    """
+    model, design, metric, looks = rec["cell"].split("/")
+    nominal = np.asarray(rec["nominal"], dtype=np.float64)
+    attainable = rec["attainable"]
     sizes = np.asarray(st.sizes)
     pred = np.asarray(st.predicted, dtype=bool)
     dsg = make_design(design)
@@ -239,94 +336,81 @@ def run_cell(
         budget=BUDGET,
         total=int(sizes.sum()),
         n_strata=sizes.size,
-        looks=sched,
+        looks=_schedule(looks),
         strict_budget=True,
     )
+    if not np.array_equal(plan.looks, np.asarray(rec["looks"])):
+        raise SystemExit(f"error: --calibration: {rec['cell']}'s looks are not this plan's")
     prior = Prior.resolve("jeffreys", sizes.size)
-    fam_truths = list(cal.truths)
-    if holdout_only:  # the family's fresh-audit rows stand from an earlier run, but for the
-        # members added since version 13 (their own streams: the boundary is version V's when
-        # cal.same_as_version is V, and V's rows stand beside the later members' fresh rates)
-        fam_truths = [t for t in fam_truths if t.name in ADDED_PROFILES]
-    pos = (
-        np.stack([t.positives for t in fam_truths])
-        if fam_truths
-        else np.empty((0, len(st.sizes)), dtype=np.int64)
-    )
-    held = holdout_truths(st, metric) if holdout or holdout_only else []
-    if holdout_names:  # checked in main() before any cell
-        held = [(name, p) for name, p in held if name in holdout_names]
-    if held:
-        pos = np.concatenate([pos, np.stack([p for _, p in held])])
-    if cal.margin_positives is not None and not holdout_only:
-        pos = np.concatenate([pos, cal.margin_positives[None, :]])
-    # fresh audits, a few truths at a time (the pooled look model's working set grows with
-    # truths x audits: 25 truths x 4,000 audits at once needed 17 GB)
-    gen = np.random.default_rng(seed + 1000)
-    with RefitPool(check_n_jobs(n_jobs)) as pool:  # the same paths in any number of processes
-        prob = np.concatenate(
-            [
-                simulate_paths(
-                    sizes=sizes,
-                    predicted=pred,
-                    positives=pos[i : i + EVAL_CHUNK],
-                    prior_a=prior.a,
-                    prior_b=prior.b,
-                    metric=metric,
-                    target=TARGET,
-                    design=dsg,
-                    batches=list(plan.batches),
-                    schedule=plan.looks,
-                    finite_population=True,
-                    n_sims=eval_sims,
-                    rng=gen,
-                    model=model,
-                    strata=st,
-                    draws=draws,
-                    pool=pool,
-                )
-                for i in range(0, pos.shape[0], EVAL_CHUNK)
-            ]
-        )
-    n_t = len(fam_truths)
-    n_h = len(held)
-    fam = prob[:n_t]
 
-    def accept_rates(paths):
+    def wanted(name):
+        return only is None or name in only
+
+    fam = [(t["name"], np.asarray(t["positives"], dtype=np.int64)) for t in rec["truths"]]
+    fam = [(n, p) for n, p in fam if wanted(n)]
+    held = [(n, p) for n, p in holdout if wanted(n)]
+    margin = rec["margin_positives"]
+    margin = [] if margin is None or not wanted("margin") else [("margin", np.asarray(margin))]
+    gen = np.random.default_rng(seed + 1000)
+
+    def paths(positives, name, pool):
+        return simulate_paths(
+            sizes=sizes,
+            predicted=pred,
+            positives=positives,
+            prior_a=prior.a,
+            prior_b=prior.b,
+            metric=metric,
+            target=TARGET,
+            design=dsg,
+            batches=list(plan.batches),
+            schedule=plan.looks,
+            finite_population=True,
+            n_sims=eval_sims,
+            rng=own_stream(gen, name, EVAL_STAGE),
+            model=model,
+            strata=st,
+            draws=draws,
+            pool=pool,
+        )[0]
+
+    # one truth at a time: its own stream, and the pooled look model's working set stays small
+    # (25 truths x 4,000 audits at once needed 17 GB)
+    with RefitPool(check_n_jobs(n_jobs)) as pool:  # the same paths in any number of processes
+        prob = {name: paths(p, name, pool) for name, p in [*fam, *held, *margin]}
+
+    def accept_rates(names):
         # an unattainable boundary never accepts (the rule refuses even P = 1)
-        r = (paths >= b.nominal).any(axis=-1).mean(axis=1) * float(b.attainable)
+        r = np.array([(prob[n] >= nominal).any(axis=-1).mean() for n in names]) * float(attainable)
         return r, np.sqrt(np.maximum(r * (1 - r), 1.0 / eval_sims) / eval_sims)
 
-    rates, se = accept_rates(fam)
-    h_rates, h_se = accept_rates(prob[n_t : n_t + n_h])
+    def naive(names):
+        return np.array([(prob[n] >= LEVEL).any(axis=-1).mean() for n in names])
+
+    fam_names = [n for n, _ in fam]
+    held_names = [n for n, _ in held]
+    rates, se = accept_rates(fam_names)
+    h_rates, h_se = accept_rates(held_names)
+    worst = max(rec["truths"], key=lambda t: t["rate"])
     out = {
-        "truths": [t.name for t in fam_truths],
-        "same_as_version": cal.same_as_version,
-        "holdout_only": holdout_only,
+        "truths": fam_names,
         "rates": rates,
         "se": se,
-        "holdout": [name for name, _ in held],
+        "holdout": held_names,
         "holdout_rates": h_rates,
         "holdout_se": h_se,
-        "holdout_naive": (prob[n_t : n_t + n_h] >= LEVEL).any(axis=-1).mean(axis=1),
-        "cal_s": cal_s,
-        "shape": b.shape,
-        "first": b.nominal[0],
-        "last": b.nominal[-1],
-        "attainable": b.attainable,
-        "naive_worst": float((fam >= LEVEL).any(axis=-1).mean(axis=1).max()) if n_t else np.nan,
-        # truths simulated at the full cal_sims (stage 2's KEEP_TRUTHS and stage 3's)
-        "full": [
-            t.name for t, p in zip(cal.truths, cal.prob, strict=True) if p.shape[0] > cal_sims
-        ],
-        "worst_in_sample": (cal.worst_truth.name, float(b.rates[b.worst]), float(b.mcse[b.worst])),
+        "holdout_naive": naive(held_names),
+        "naive_worst": float(naive(fam_names).max()) if fam_names else np.nan,
+        # truths simulated at more than cal_sims (stage 2's KEEP_TRUTHS and stage 3's)
+        "full": [t["name"] for t in rec["truths"] if t["n_sims"] > rec["cal_sims"]],
+        "worst_in_sample": (worst["name"], worst["rate"], worst["mcse"]),
     }
-    if prob.shape[0] > n_t + n_h:
-        good = prob[n_t + n_h]
-        lab = labels_used(good, plan.looks, b.nominal).astype(float)
-        naive = labels_used(good, plan.looks, np.full(plan.looks.shape, LEVEL)).astype(float)
+    if margin:
+        good = prob["margin"]
+        lab = labels_used(good, plan.looks, nominal).astype(float)
+        nv = labels_used(good, plan.looks, np.full(plan.looks.shape, LEVEL)).astype(float)
         out["labels"] = (lab.mean(), lab.std(ddof=1) / np.sqrt(lab.size))
-        out["naive"] = (naive.mean(), naive.std(ddof=1) / np.sqrt(naive.size))
+        out["naive"] = (nv.mean(), nv.std(ddof=1) / np.sqrt(nv.size))
     return out
 
 
@@ -393,6 +477,27 @@ def main() -> None:
         help="comma list: evaluate only these held-out truths (e.g. the ones defined after a "
         "cell's held-out row was run)",
     )
+    ap.add_argument(
+        "--save-calibration",
+        default="",
+        metavar="FILE",
+        help="write each cell's calibrated boundary to FILE (JSON, merged by cell), so that "
+        "--calibration FILE can evaluate it in parts",
+    )
+    ap.add_argument(
+        "--calibration",
+        default="",
+        metavar="FILE",
+        help="evaluate the boundaries stored in FILE by --save-calibration instead of "
+        "calibrating (every cell run must be in it)",
+    )
+    ap.add_argument(
+        "--truths",
+        default="",
+        help="comma list: evaluate only these truths (family members, held-out truths, and "
+        "'margin' for the labels to accept above the target); each truth's fresh audits come "
+        "from its own stream, so a row can be evaluated in parts",
+    )
     args = ap.parse_args()
     t_start = time.perf_counter()
     lp = be.datasets.demo_population()
@@ -421,6 +526,22 @@ def main() -> None:
             f"error: --holdout-names {','.join(unknown)}: not held-out truths; allowed: "
             + ", ".join(known)
         )
+    only = {n for n in args.truths.split(",") if n} or None
+    allowed = [*family_names(), *known, "margin"]
+    if only is not None and sorted(only - set(allowed)):
+        raise SystemExit(
+            f"error: --truths {','.join(sorted(only - set(allowed)))}: not truths of this "
+            "benchmark; allowed: " + ", ".join(allowed)
+        )
+    if args.calibration and (args.calibrate_only or args.save_calibration):
+        raise SystemExit(
+            "error: --calibration: evaluates a stored boundary; allowed without "
+            "--calibrate-only and --save-calibration"
+        )
+    stored = load_calibrations(args.calibration) if args.calibration else {}
+    if args.holdout_only:  # the members added since version 13, the held-out truths, no margin
+        keep = set(ADDED_PROFILES) | set(known)
+        only = keep if only is None else only & keep
     skipped = []
     misses = 0
     holdout_misses = 0
@@ -442,28 +563,43 @@ def main() -> None:
         demo = design == "posterior_variance" and metric == "f1"
         cs = args.pooled_cal_sims if pooled else (args.cal_sims if demo else args.other_cal_sims)
         es = args.pooled_eval_sims if pooled else (args.eval_sims if demo else args.other_eval_sims)
+        key = "/".join(cell)
         try:
-            r = run_cell(
-                st,
-                model,
-                design,
-                metric,
-                looks,
-                cs,
-                es,
-                seed=11,
-                draws=args.draws or None,
-                holdout=args.holdout,
-                calibrate_only=args.calibrate_only,
-                holdout_only=args.holdout_only,
-                holdout_names=names,
-                n_jobs=args.n_jobs,
-            )
+            if args.calibration:
+                if key not in stored:
+                    raise SystemExit(
+                        f"error: --calibration {args.calibration}: no stored calibration of "
+                        f"{key}; it holds: " + ", ".join(stored)
+                    )
+                rec = stored[key]
+            else:
+                cal, cal_s = calibrate_cell(
+                    st, cell, cs, seed=11, draws=args.draws or None, n_jobs=args.n_jobs
+                )
+                rec = calibration_record(cal, cal_s, cell, cs, 11, args.draws or None)
+                if args.save_calibration:
+                    save_calibration(args.save_calibration, rec)
+            if not args.calibrate_only:
+                asked = (
+                    args.holdout or args.holdout_only or (only is not None and only & set(known))
+                )
+                held = holdout_truths(st, metric) if asked else []
+                if names:  # checked above, before any cell
+                    held = [(name, p) for name, p in held if name in names]
+                r = evaluate_cell(
+                    st,
+                    rec,
+                    es,
+                    seed=11,
+                    draws=args.draws or None,
+                    n_jobs=args.n_jobs,
+                    holdout=held,
+                    only=only,
+                )
         except ValueError as exc:
             print(f"\n## {model} / {design} / {metric} / {looks}: not run ({exc})")
             continue
         if args.calibrate_only:
-            cal, cal_s = r
             print(f"\n## {model} / {design} / {metric} / {looks} looks: calibration {cal_s:.1f} s")
             print("  " + cal.describe())
             print(f"  nominal per look: {np.array2string(cal.boundary.nominal, precision=6)}")
@@ -482,11 +618,16 @@ def main() -> None:
             sys.stdout.flush()
             continue
         print(
-            f"\n## {model} / {design} / {metric} / {looks} looks  (calibration {r['cal_s']:.1f} s"
-            f", {cs} per binding truth; boundary {r['first']:.4f} -> {r['last']:.4f}, shape "
-            f"{r['shape']:g}{'' if r['attainable'] else ', UNATTAINABLE'}; naive rule worst "
-            f"{r['naive_worst']:.3f})"
+            f"\n## {model} / {design} / {metric} / {looks} looks  (calibration {rec['cal_s']:.1f} s"
+            f"{' (stored: ' + args.calibration + ')' if args.calibration else ''}"
+            f", {rec['cal_sims']} per binding truth; boundary {rec['nominal'][0]:.4f} -> "
+            f"{rec['nominal'][-1]:.4f}, shape {rec['shape']:g}"
+            f"{'' if rec['attainable'] else ', UNATTAINABLE'}; naive rule worst "
+            f"{r['naive_worst']:.3f}{'' if only is None else ' among the truths evaluated'})"
         )
+        if only is not None:
+            done = [*r["truths"], *r["holdout"], *(["margin"] if "labels" in r else [])]
+            print("  truths evaluated in this part: " + ", ".join(done))
         wn, wr, ws = r["worst_in_sample"]
         print(
             f"  calibration: full paths at {', '.join(r['full'])}; worst in-sample {wn} "
@@ -497,10 +638,10 @@ def main() -> None:
             miss = p > alpha + 2 * s
             misses += miss
             line.append(f"{name} {p:.4f}±{s:.4f}{' MISS' if miss else ''}")
-        if r["holdout_only"]:
+        if args.holdout_only:
             print(
                 "  family truths: only the members added since version 13 evaluated "
-                "(--holdout-only); " + _same_as(r["same_as_version"])
+                "(--holdout-only); " + _same_as(rec["same_as_version"])
             )
         if line:
             print("  false accepts (fresh, " + str(es) + " per truth): " + "; ".join(line))
