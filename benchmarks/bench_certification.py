@@ -317,6 +317,30 @@ def family_names():
     return list(PROFILES) + [f"posterior_{i + 1}" for i in range(DEFAULT_POSTERIOR_TRUTHS)]
 
 
+def fresh_paths(st, dsg, plan, prior, metric, target, model, positives, n_sims, rng, draws, pool):
+    """``P(metric >= target)`` at every look of ``n_sims`` simulated audits of one truth
+    (``positives`` per stratum), ``(S, J)``: the calibration's simulator on fresh streams."""
+    return simulate_paths(
+        sizes=np.asarray(st.sizes, dtype=np.int64),
+        predicted=np.asarray(st.predicted, dtype=bool),
+        positives=positives,
+        prior_a=prior.a,
+        prior_b=prior.b,
+        metric=metric,
+        target=target,
+        design=dsg,
+        batches=list(plan.batches),
+        schedule=plan.looks,
+        finite_population=True,
+        n_sims=n_sims,
+        rng=rng,
+        model=model,
+        strata=st,
+        draws=draws,
+        pool=pool,
+    )[0]
+
+
 def evaluate_cell(st, rec, eval_sims, seed, draws=None, n_jobs=None, holdout=(), only=None):
     """Fresh audits of a calibrated boundary ``rec`` (:func:`calibration_record`).
 
@@ -328,7 +352,6 @@ def evaluate_cell(st, rec, eval_sims, seed, draws=None, n_jobs=None, holdout=(),
     nominal = np.asarray(rec["nominal"], dtype=np.float64)
     attainable = rec["attainable"]
     sizes = np.asarray(st.sizes)
-    pred = np.asarray(st.predicted, dtype=bool)
     dsg = make_design(design)
     plan = BatchPlan.build(
         dsg,
@@ -354,25 +377,10 @@ def evaluate_cell(st, rec, eval_sims, seed, draws=None, n_jobs=None, holdout=(),
     gen = np.random.default_rng(seed + 1000)
 
     def paths(positives, name, pool):
-        return simulate_paths(
-            sizes=sizes,
-            predicted=pred,
-            positives=positives,
-            prior_a=prior.a,
-            prior_b=prior.b,
-            metric=metric,
-            target=TARGET,
-            design=dsg,
-            batches=list(plan.batches),
-            schedule=plan.looks,
-            finite_population=True,
-            n_sims=eval_sims,
-            rng=own_stream(gen, name, EVAL_STAGE),
-            model=model,
-            strata=st,
-            draws=draws,
-            pool=pool,
-        )[0]
+        rng = own_stream(gen, name, EVAL_STAGE)
+        return fresh_paths(
+            st, dsg, plan, prior, metric, TARGET, model, positives, eval_sims, rng, draws, pool
+        )
 
     # one truth at a time: its own stream, and the pooled look model's working set stays small
     # (25 truths x 4,000 audits at once needed 17 GB)

@@ -42,6 +42,7 @@ import sys
 import time
 
 import numpy as np
+from bench_certification import fresh_paths
 from heldout_populations import FOREST, FOREST_CHECK, FRESH, SOURCES, population
 
 import bayes_eval as be
@@ -50,7 +51,6 @@ from bayes_eval._validation import check_n_jobs
 from bayes_eval.designs import make_design
 from bayes_eval.metrics import metric_of_positives
 from bayes_eval.models._look_pool import RefitPool
-from bayes_eval.sequential._paths import simulate_paths
 
 BATCH = 20
 BUDGET = 2000
@@ -100,7 +100,6 @@ def run(lp, metric, model, looks, cal_sims, eval_sims, seed, n_jobs):
     )
     cal_s = time.perf_counter() - t0
     sizes = np.asarray(st.sizes, dtype=np.int64)
-    pred = np.asarray(st.predicted, dtype=bool)
     dsg = make_design(proc.design, **proc.design_options)
     plan = BatchPlan.build(
         dsg,
@@ -115,25 +114,10 @@ def run(lp, metric, model, looks, cal_sims, eval_sims, seed, n_jobs):
         raise RuntimeError("the plan's looks are not the correction's")
     t0 = time.perf_counter()
     with RefitPool(check_n_jobs(n_jobs)) as pool:
-        prob = simulate_paths(
-            sizes=sizes,
-            predicted=pred,
-            positives=pos,
-            prior_a=proc.prior.a,
-            prior_b=proc.prior.b,
-            metric=metric,
-            target=target,
-            design=dsg,
-            batches=list(plan.batches),
-            schedule=plan.looks,
-            finite_population=proc.finite_population,
-            n_sims=eval_sims,
-            rng=np.random.default_rng([seed, 1000]),
-            model=model,
-            strata=st,
-            draws=proc.draws,
-            pool=pool,
-        )[0]
+        rng = np.random.default_rng([seed, 1000])
+        prob = fresh_paths(
+            st, dsg, plan, proc.prior, metric, target, model, pos, eval_sims, rng, proc.draws, pool
+        )
     eval_s = time.perf_counter() - t0
     nominal = np.asarray(corr.boundary, dtype=np.float64)
     rate = float((prob >= nominal).any(axis=-1).mean()) * float(corr.attainable)
