@@ -317,6 +317,21 @@ def family_names():
     return list(PROFILES) + [f"posterior_{i + 1}" for i in range(DEFAULT_POSTERIOR_TRUTHS)]
 
 
+def audit_plan(st, dsg, schedule):
+    """The benchmark's batch plan (batches of ``BATCH`` up to ``BUDGET``) on strata ``st`` for
+    design ``dsg``, with looks ``schedule`` (``None``: after every batch)."""
+    sizes = np.asarray(st.sizes, dtype=np.int64)
+    return BatchPlan.build(
+        dsg,
+        batch_size=BATCH,
+        budget=BUDGET,
+        total=int(sizes.sum()),
+        n_strata=sizes.size,
+        looks=schedule,
+        strict_budget=True,
+    )
+
+
 def fresh_paths(st, dsg, plan, prior, metric, target, model, positives, n_sims, rng, draws, pool):
     """``P(metric >= target)`` at every look of ``n_sims`` simulated audits of one truth
     (``positives`` per stratum), ``(S, J)``: the calibration's simulator on fresh streams."""
@@ -353,15 +368,7 @@ def evaluate_cell(st, rec, eval_sims, seed, draws=None, n_jobs=None, holdout=(),
     attainable = rec["attainable"]
     sizes = np.asarray(st.sizes)
     dsg = make_design(design)
-    plan = BatchPlan.build(
-        dsg,
-        batch_size=BATCH,
-        budget=BUDGET,
-        total=int(sizes.sum()),
-        n_strata=sizes.size,
-        looks=_schedule(looks),
-        strict_budget=True,
-    )
+    plan = audit_plan(st, dsg, _schedule(looks))
     if not np.array_equal(plan.looks, np.asarray(rec["looks"])):
         raise SystemExit(f"error: --calibration: {rec['cell']}'s looks are not this plan's")
     prior = Prior.resolve("jeffreys", sizes.size)

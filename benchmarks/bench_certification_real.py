@@ -42,18 +42,15 @@ import sys
 import time
 
 import numpy as np
-from bench_certification import fresh_paths
+from bench_certification import BATCH, BUDGET, audit_plan, fresh_paths
 from heldout_populations import FOREST, FOREST_CHECK, FRESH, SOURCES, population
 
 import bayes_eval as be
-from bayes_eval._loop import BatchPlan
 from bayes_eval._validation import check_n_jobs
 from bayes_eval.designs import make_design
 from bayes_eval.metrics import metric_of_positives
 from bayes_eval.models._look_pool import RefitPool
 
-BATCH = 20
-BUDGET = 2000
 LEVEL = 0.95
 #: the populations run by default: every held-out group at its natural prevalence, then needles
 DEFAULT_POPULATIONS = (
@@ -101,15 +98,7 @@ def run(lp, metric, model, looks, cal_sims, eval_sims, seed, n_jobs):
     cal_s = time.perf_counter() - t0
     sizes = np.asarray(st.sizes, dtype=np.int64)
     dsg = make_design(proc.design, **proc.design_options)
-    plan = BatchPlan.build(
-        dsg,
-        batch_size=BATCH,
-        budget=BUDGET,
-        total=int(sizes.sum()),
-        n_strata=sizes.size,
-        looks=corr.looks,
-        strict_budget=True,
-    )
+    plan = audit_plan(st, dsg, corr.looks)
     if not np.array_equal(plan.looks, corr.look_labels):
         raise RuntimeError("the plan's looks are not the correction's")
     t0 = time.perf_counter()
