@@ -116,6 +116,24 @@ def test_least_favourable_truth_sits_at_the_target():
         seq.least_favourable_truth(SIZES, PRED, RATES, metric="f1", value=0.0)
 
 
+def test_strict_least_favourable_truth_is_strictly_below_the_target():
+    """Where the integers allow the target exactly (precision 13/20 with 20 predicted positives in
+    one stratum), the default sits at it and ``strict=True`` one item below: a false claim."""
+    sizes, pred = np.array([500, 20]), np.array([False, True])
+    at = seq.least_favourable_truth(sizes, pred, [0.1, 0.5], metric="precision", value=0.65)
+    below = seq.least_favourable_truth(
+        sizes, pred, [0.1, 0.5], metric="precision", value=0.65, strict=True
+    )
+    assert metric_of_positives("precision", at, sizes, pred) == 0.65
+    assert metric_of_positives("precision", below, sizes, pred) == 0.6
+    for metric, value in (("f1", 0.7), ("precision", 0.75), ("recall", 0.6)):
+        pos = seq.least_favourable_truth(
+            SIZES, PRED, RATES, metric=metric, value=value, strict=True
+        )
+        m = metric_of_positives(metric, pos, SIZES, PRED)
+        assert value - 10.0 / SIZES.sum() < m < value
+
+
 # ------------------------------------------------------------------ Webber's phenomenon and fix
 def test_naive_peeking_over_accepts_and_the_correction_fixes_it():
     """Synthetic population, F1 target 0.7, a look every 20 labels up to 600.

@@ -115,6 +115,69 @@ def test_family_sits_at_the_target_and_is_documented(strata):
         )
 
 
+def test_a_census_that_finds_the_metric_at_the_target_is_not_a_false_accept():
+    """Session 45's finding (``bench_certification_real.py``, nafld_death precision): with 69
+    predicted positives in two strata and 200 labels, the design labels the predicted positives
+    to a census. Truths *at* the target 34/69 (version 15) are accepted by every census, so no
+    level held alpha and the correction refused every precision claim, true ones included;
+    version 16's truths sit strictly below (33/69), a census rejects them, and a level exists."""
+    lp = be.datasets.synthetic(5000, prevalence=0.02, separation=3.0, rng=3)
+    st = be.stratify(lp.population, method="equal_size", n_strata=2, rng=0)
+    pred = np.asarray(st.predicted)
+    pp = int(np.asarray(st.sizes)[pred].sum())
+    assert pp == 69
+    target = 34 / 69
+    cal = be.sequential.calibrate_worst_case(
+        st,
+        metric="precision",
+        target=target,
+        budget=200,
+        batch_size=20,
+        design="posterior_variance",
+        n_sims=200,
+        model="independent",
+        rng=0,
+    )
+    assert {round(t.value * pp) for t in cal.truths} == {33}
+    assert cal.boundary.attainable and cal.boundary.nominal.max() < 1.0
+    assert cal.boundary.rates.max() <= ALPHA
+
+
+def test_version_16_leaves_the_certification_benchmarks_families_as_they_were(monkeypatch):
+    """The certified rows of ``benchmarks/bench_certification.py`` (demo population, 5 equal-size
+    strata per side, target 0.65, the calibration's seed 11) were calibrated on version 15: no
+    member of their families sat exactly at the target, so version 16's strict truths are the same
+    integer populations and every row's paths stand bit for bit."""
+    from bayes_eval.sequential import truths as trmod
+    from bayes_eval.sequential._linear import least_favourable_truth as lft
+
+    lp = be.datasets.demo_population()
+    st = be.stratify(lp.population, method="equal_size", n_strata=5, rng=0)
+    sizes, pred = np.asarray(st.sizes), np.asarray(st.predicted)
+    prior = Prior.resolve("jeffreys", sizes.size)
+    mid = np.clip((np.asarray(st.score_min) + np.asarray(st.score_max)) / 2, 0, 1)
+    zero = np.zeros(sizes.size, dtype=np.int64)
+    for model in ("independent", "pooled"):
+        draws = trmod.posterior_rate_draws(
+            model, st, zero, zero, prior.a, prior.b, 2, np.random.default_rng(11)
+        )
+        for metric in ("f1", "precision", "recall"):
+            kw = dict(metric=metric, target=0.65, score_rates=mid, posterior_draws=draws)
+            new = trmod.truth_family(sizes, pred, **kw)
+            with monkeypatch.context() as m:
+                m.setattr(
+                    trmod,
+                    "least_favourable_truth",
+                    lambda *a, **k: lft(
+                        *a, strict=False, **{x: y for x, y in k.items() if x != "strict"}
+                    ),
+                )
+                old = trmod.truth_family(sizes, pred, **kw)
+            assert [t.name for t in new] == [t.name for t in old]
+            for a, b in zip(new, old, strict=True):
+                assert np.array_equal(a.positives, b.positives) and a.value < 0.65
+
+
 def test_fit_boundary_order_statistic_is_exact():
     """The boundary admits at most the allowed count of paths at every truth (alpha S less
     ``DEFAULT_Z`` = 2 MC s.e.), and a slightly looser one would admit more at some truth (the

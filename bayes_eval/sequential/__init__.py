@@ -34,7 +34,8 @@ moved by one logit shift, up on predicted-positive strata and down on predicted-
 (``d_k = +1`` everywhere for prevalence), which makes every supported metric non-decreasing in
 :math:`s`; :math:`s` is solved so that the metric equals the target, the positives
 :math:`P_k = \\operatorname{round}(N_k \\theta_k)` are rounded and then nudged until the metric of
-the integer population is at most the target (it is reported as ``truth_metric``).
+the integer population is at most the target (it is reported as ``truth_metric``; the
+worst-case family of :mod:`~bayes_eval.sequential.truths` keeps it strictly below).
 
 **Fast posterior probability.** For every supported metric, :math:`M \\ge t` is a *linear*
 inequality in the per-stratum positives, :math:`L = \\sum_k w_k P_k \\ge c` (F1:

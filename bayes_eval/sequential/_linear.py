@@ -143,9 +143,16 @@ def least_favourable_truth(
     *,
     metric: str = "f1",
     value: float = 0.8,
+    strict: bool = False,
 ) -> np.ndarray:
     """Integer positives per stratum whose metric is ``value`` (at most ``value``, as close as the
     integers allow), obtained from plausible ``rates`` by a logit shift (module docstring).
+
+    With ``strict=True`` the metric is strictly *below* ``value`` (a population whose claim
+    ``metric >= value`` is false; metrics within 1e-12 of ``value`` count as equal to it):
+    the family of truths of the worst-case calibration (calibration version 16), so that an audit
+    that labels a whole side (a census) and finds the metric exactly at the target is not
+    counted as a false accept.
 
     Raises ``ValueError`` when no shift reaches ``value`` (e.g. precision 0.9 from strata that
     have no predicted positives).
@@ -180,11 +187,15 @@ def least_favourable_truth(
     )
     positives = np.rint(sizes * special.expit(logit + s * d)).astype(np.int64)
     # nudge down (only strata the metric depends on) until the integer population is at most
-    # `value`
+    # `value` (strictly below it with `strict`)
     weight, _ = linear_form(metric, value, pos, sizes)
     up = d > 0
+
+    def done(m: float) -> bool:
+        return m < value - 1e-12 if strict else m <= value + 1e-12
+
     for _ in range(4 * int(sizes.shape[0]) + 8):
-        if metric_of_positives(metric, positives, sizes, pos) <= value + 1e-12:
+        if done(metric_of_positives(metric, positives, sizes, pos)):
             break
         cand = np.flatnonzero(
             (weight != 0) & ((up & (positives > 0)) | (~up & (positives < sizes)))

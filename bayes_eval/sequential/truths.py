@@ -1,6 +1,6 @@
 """The family of truths at the target over which the sequential correction is calibrated.
 
-A false accept is an acceptance of ``metric >= target`` when the true metric is at most the
+A false accept is an acceptance of ``metric >= target`` when the true metric is below the
 target. How often the repeated-look rule does that depends on *which* population sits at the
 target: the same nominal level accepts 5% of audits at one configuration and 25% at another
 (flat rates within each predicted side, where the model's score-shaped expectations are wrong).
@@ -18,8 +18,17 @@ predicted-negative strata (:func:`~bayes_eval.sequential.least_favourable_truth`
 
 with :math:`s` solved (Brent, 1-D) so that the metric equals the target; the positives
 :math:`P_k = \\operatorname{round}(N_k\\theta_k)` are then nudged until the metric of the integer
-population is at most the target (within a few items of it). The profiles, with :math:`x_k` the
-logit of stratum ``k``'s score midpoint (the planning rates when scores are not probabilities):
+population is strictly below the target (within a few items of it: the claim is false there).
+Until calibration version 15 the truths were *at most* the target, so a truth could sit exactly
+at it where the integers allow (e.g. precision 0.65 with a multiple of 20 predicted positives);
+an audit that labels that side to a census then accepts a claim that is true, and counting those
+acceptances as false made the correction refuse every claim it could decide by a census
+(session 45, ``benchmarks/bench_certification_real.py``). Version 16 keeps every truth strictly
+below; where no member sat exactly at the target (every cell of the certification benchmark,
+``tests/test_worst_case.py``) the family, and so the calibration, is version 15's bit for bit.
+
+The profiles, with :math:`x_k` the logit of stratum ``k``'s score midpoint (the planning rates
+when scores are not probabilities):
 
 ====================  ==========================================================================
 ``scores``            calibrated scores, :math:`r_k = \\operatorname{expit} x_k` (the single
@@ -164,7 +173,7 @@ class Truth:
     positives : ndarray of int64, (K,)
         Positives per stratum.
     value : float
-        Its metric (at most the target, as close as integers allow).
+        Its metric (below the target, as close as integers allow).
     """
 
     name: str
@@ -275,7 +284,7 @@ def truth_family(
     >>> from bayes_eval.sequential.truths import truth_family
     >>> fam = truth_family([5000, 5000, 800, 200], [0, 0, 1, 1], metric="f1", target=0.7,
     ...                    score_rates=[0.01, 0.1, 0.6, 0.9])
-    >>> [t.name for t in fam][:3], all(t.value <= 0.7 for t in fam)
+    >>> [t.name for t in fam][:3], all(t.value < 0.7 for t in fam)
     (['scores', 'flat', 'shifted'], True)
     """
     sizes = np.asarray(sizes, dtype=np.int64)
@@ -300,7 +309,7 @@ def truth_family(
     seen: set[bytes] = set()
     for name, base in bases:
         p = least_favourable_truth(
-            sizes, pos, special.expit(base), metric=metric, value=float(target)
+            sizes, pos, special.expit(base), metric=metric, value=float(target), strict=True
         )
         key = p.tobytes()
         if key in seen:
