@@ -29,6 +29,7 @@ from ._hyperposterior import hyper_stage, log_post_summaries
 from ._laplace import importance_weights
 from ._linear_form import LinearFormNodes
 from ._moment_kernels import beta_from_moments, conjugate_prior
+from ._node_sample import NodeSample, sample_nodes
 from ._profile import ScoreProfile
 from .pooled import Hyperpriors
 
@@ -48,12 +49,17 @@ class LookRefit:
         posterior (:func:`bayes_eval.models.marginal_prior` of the full fit).
     nodes : LinearFormNodes
         The linear form's cumulants at every hyper-node, ``(..., S)``.
+    sample : NodeSample or None
+        Resampled hyper-nodes with the Betas of the strata ``cols`` (given ``cols``; rows
+        ``(R,)``: a two-dimensional ``n``), for the exact lattice of the strata near a census
+        (:mod:`bayes_eval.models._node_sample`).
     """
 
     mode: np.ndarray
     prior_a: np.ndarray
     prior_b: np.ndarray
     nodes: LinearFormNodes
+    sample: NodeSample | None = None
 
 
 def look_refit(
@@ -65,11 +71,14 @@ def look_refit(
     finite_population: bool = True,
     hyperpriors: Any = None,
     init: Any = None,
+    cols: np.ndarray | None = None,
 ) -> LookRefit:
     """Refit the pooled model to ``n, h`` (..., K) for the look model of the linear form
     ``sum_k w_k P_k`` (``w`` (K,); ``P_k`` completed by the finite population unless
     ``finite_population=False``); ``init`` (..., 5) warm-starts the mode search
-    (:func:`bayes_eval.models.pooled.fit_pooled`'s arguments otherwise)."""
+    (:func:`bayes_eval.models.pooled.fit_pooled`'s arguments otherwise). Given ``cols`` (strata
+    indices; ``n`` of shape (R, K)) the refit also keeps a
+    :class:`~bayes_eval.models._node_sample.NodeSample` of its hyper-nodes for them."""
     hp = Hyperpriors() if hyperpriors is None else hyperpriors
     stage = hyper_stage(profile, n, h, hp, init)
     lp, mom, lin = log_post_summaries(
@@ -90,4 +99,9 @@ def look_refit(
     v = np.einsum("...s,...sk->...k", weight, mom[..., 1]) - m * m
     prior_a, prior_b = conjugate_prior(*beta_from_moments(m, v), stage.n, stage.h)
     nodes = LinearFormNodes(weight, lin[..., 0], lin[..., 1], lin[..., 2])
-    return LookRefit(stage.mode, prior_a, prior_b, nodes)
+    sample = None
+    if cols is not None and len(cols):
+        sample = sample_nodes(
+            weight, lin, mom, stage.n, stage.h, np.asarray(cols), profile.sizes, w
+        )
+    return LookRefit(stage.mode, prior_a, prior_b, nodes, sample)

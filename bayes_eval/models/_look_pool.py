@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from ._node_sample import NodeSample
 from ._profile import ScoreProfile
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "RefitPool",
     "WorkerPoolError",
     "concat_fits",
+    "concat_samples",
     "fit_chunk",
     "resolve_n_jobs",
 ]
@@ -83,13 +85,15 @@ class RefitChunk:
     w: np.ndarray
     finite: bool
     integration: tuple[int, float, int, float]
+    cols: np.ndarray | None = None  # strata whose hyper-nodes are kept (NodeSample)
 
 
 @dataclass(frozen=True, slots=True)
 class ChunkFit:
     """What the look model keeps of a chunk's refit: each row's effective Beta priors
     ``prior_a, prior_b`` and allocation rates ``rate`` (R, K), its hyper-mode ``mode`` (R, 5) and
-    the linear form's node ``weight`` and cumulants ``k1, k2, k3`` (R, S)."""
+    the linear form's node ``weight`` and cumulants ``k1, k2, k3`` (R, S), and given the chunk's
+    ``cols`` a :class:`~bayes_eval.models._node_sample.NodeSample` (else ``None``)."""
 
     prior_a: np.ndarray
     prior_b: np.ndarray
@@ -99,6 +103,7 @@ class ChunkFit:
     k1: np.ndarray
     k2: np.ndarray
     k3: np.ndarray
+    sample: NodeSample | None = None
 
 
 def fit_chunk(chunk: RefitChunk) -> ChunkFit:
@@ -116,15 +121,17 @@ def _fit(chunk: RefitChunk) -> ChunkFit:
     from ._look import look_refit
 
     fit = look_refit(
-        chunk.profile, chunk.n, chunk.h, chunk.w, finite_population=chunk.finite, init=chunk.init
-    )
+        chunk.profile, chunk.n, chunk.h, chunk.w, finite_population=chunk.finite,
+        init=chunk.init, cols=chunk.cols,
+    )  # fmt: skip
     # the design's Betas (design_prior of the fit: its allocation rates at the counts)
     ua, ub = allocation_prior(allocation_rate(fit, chunk.profile), chunk.n, chunk.h)
     rate = (ua + chunk.h) / (ua + ub + chunk.n)
     nodes = fit.nodes
     return ChunkFit(
-        fit.prior_a, fit.prior_b, rate, fit.mode, nodes.weight, nodes.k1, nodes.k2, nodes.k3
-    )
+        fit.prior_a, fit.prior_b, rate, fit.mode, nodes.weight, nodes.k1, nodes.k2, nodes.k3,
+        fit.sample,
+    )  # fmt: skip
 
 
 class RefitPool:
@@ -221,7 +228,15 @@ _REAP_SECONDS = 10.0  # a terminated worker's time to exit before SIGKILL
 
 
 def concat_fits(fits: list[ChunkFit], inverse: np.ndarray) -> tuple[Any, ...]:
-    """The chunks' fields joined over rows and taken at ``inverse`` (the calibration's rows):
-    ``prior_a, prior_b, rate, mode, weight, k1, k2, k3``."""
-    names = [f.name for f in fields(ChunkFit)]
+    """The chunks' array fields joined over rows and taken at ``inverse`` (the calibration's
+    rows): ``prior_a, prior_b, rate, mode, weight, k1, k2, k3`` (see :func:`concat_samples`)."""
+    names = [f.name for f in fields(ChunkFit) if f.name != "sample"]
     return tuple(np.concatenate([getattr(f, name) for f in fits])[inverse] for name in names)
+
+
+def concat_samples(fits: list[ChunkFit], inverse: np.ndarray) -> NodeSample | None:
+    """The chunks' node samples joined over rows and taken at ``inverse`` (``None`` if the
+    chunks kept none)."""
+    if fits[0].sample is None:
+        return None
+    return NodeSample.concat([f.sample for f in fits]).take(inverse)

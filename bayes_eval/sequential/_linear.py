@@ -10,7 +10,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import optimize, special
 
-from .._cumulants import form_cumulants, prob_at_least, stratum_cumulants
+from .._cumulants import form_cumulants, stratum_cumulants
+from .._lattice import lattice_prob_at_least
 from ..metrics import METRICS, metric_of_positives
 
 if TYPE_CHECKING:
@@ -86,10 +87,15 @@ def prob_linear_ge(
     """``Pr(sum_k w_k P_k >= c)`` under the stratified beta-binomial posterior (numpy kernel).
 
     ``n``, ``h`` have shape ``(..., K)``; the rest broadcast against them. Pearson type III
-    approximation from the exact first three cumulants (see the module docstring).
+    approximation from the exact first three cumulants (see the module docstring), except that
+    the strata with few unlabelled items are summed exactly on the integer lattice
+    (:func:`bayes_eval._lattice.lattice_prob_at_least`, calibration version 17).
     """
     k1, k2, k3 = beta_form_cumulants(n, h, prior_a, prior_b, sizes, w, finite_population)
-    return prob_at_least(k1, k2, k3, c)
+    return lattice_prob_at_least(
+        k1, k2, k3, c, n=n, h=h, prior_a=prior_a, prior_b=prior_b, sizes=sizes, w=w,
+        finite_population=finite_population,
+    )  # fmt: skip
 
 
 def beta_form_cumulants(

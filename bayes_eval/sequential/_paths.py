@@ -8,8 +8,10 @@ design with ``allocate_many`` is called once per batch for all of them.
 the model the audit runs:
 
 * ``"independent"`` — exactly the stratified beta-binomial posterior, by the Pearson type III
-  approximation of :func:`~bayes_eval.sequential.prob_linear_ge` (the audit uses Monte Carlo
-  draws of the same posterior);
+  approximation of :func:`~bayes_eval.sequential.prob_linear_ge` for the strata with many
+  unlabelled items and exactly on the integer lattice for those with at most
+  :data:`~bayes_eval._lattice.LATTICE_REMAINDER` (calibration version 17: near a census the
+  continuous law was off by up to ~0.17; the audit uses Monte Carlo draws of the same posterior);
 * ``"pooled"`` and ``"hierarchical"`` — a *look model*: after the first batch, whenever the
   labels have grown by :data:`REFIT_GROWTH` since the last refit, and at the last look the
   model is refitted and its per-stratum marginal posteriors are matched by Betas
@@ -53,14 +55,17 @@ from typing import Any
 
 import numpy as np
 
+from .. import _lattice
 from .._cumulants import prob_at_least
+from .._lattice import lattice_damping, lattice_rows
 from .._loop import BatchPlan, LockStep, LockStepAllocator, design_state
 from .._protocols import StrataLike
 from .._validation import RNGLike, as_generator, check_positive_int
 from ..designs import make_design
 from ..models import allocation_prior, design_prior
 from ..models._linear_form import LinearFormNodes
-from ..models._look_pool import RefitChunk, RefitPool, concat_fits
+from ..models._look_pool import RefitChunk, RefitPool, concat_fits, concat_samples
+from ..models._node_sample import NodeSample
 from ..priors import Prior
 from ._linear import beta_form_cumulants, linear_form, prob_linear_ge
 
@@ -79,7 +84,10 @@ MIN_SIMS = 100
 
 #: how each model's acceptance probability is simulated
 LOOK_MODELS: dict[str, str] = {
-    "independent": "exact (beta-binomial, Pearson III)",
+    "independent": (
+        "exact (beta-binomial, Pearson III; strata with at most 256 unlabelled items summed on "
+        "the integer lattice)"
+    ),
     "pooled": (
         "moment-matched marginal Betas refitted when labels grow 1.41x, with the exact cumulants "
         "of the metric's linear form at each refit (strata dependence kept)"
@@ -233,13 +241,16 @@ class _Refit:
     :func:`~bayes_eval.models.allocation_prior` of them at the current counts, as a refitted audit
     would be, not their conjugate update), its hyper-mode (pooled; the next refit's warm start)
     and the metric's linear form's cumulants at every hyper-node of the model's posterior
-    (pooled, a :class:`~bayes_eval.models.pooled.LinearFormNodes`; else ``None``)."""
+    (pooled, a :class:`~bayes_eval.models.pooled.LinearFormNodes`; else ``None``), and for the
+    strata that may come near a census the resampled hyper-nodes (pooled, a
+    :class:`~bayes_eval.models._node_sample.NodeSample`; else ``None``)."""
 
     a: np.ndarray
     b: np.ndarray
     design_rate: np.ndarray | None = None  # pooled: the allocation rates (R, K)
     mode: np.ndarray | None = None
     exact: LinearFormNodes | None = None  # pooled: rows (R, S)
+    sample: NodeSample | None = None  # pooled, given census strata: rows (R, M)
 
 
 def _effective_prior(
@@ -253,6 +264,7 @@ def _effective_prior(
     init: np.ndarray | None = None,
     form: tuple[np.ndarray, np.ndarray, bool] | None = None,
     pool: RefitPool | None = None,
+    cols: np.ndarray | None = None,
 ) -> _Refit:
     """Per-row Beta priors ``(R, K)`` whose conjugate update is the model's marginal posterior
     and the design's Betas; for the pooled model also every row's hyper-mode ``(R, 5)`` and,
@@ -284,12 +296,14 @@ def _effective_prior(
                 w,
                 bool(finite),
                 design,
+                cols,
             )
             for lo in range(0, un.shape[0], REFIT_CHUNK)
         ]
         fits = (RefitPool() if pool is None else pool).map(chunks)
         ma, mb, rate, mode, *cumulants = concat_fits(fits, inverse)
-        return _Refit(ma, mb, rate, mode, LinearFormNodes(*cumulants))
+        sample = concat_samples(fits, inverse)
+        return _Refit(ma, mb, rate, mode, LinearFormNodes(*cumulants), sample)
     ua, ub = np.empty(un.shape), np.empty(un.shape)
     for r in range(un.shape[0]):
         ua[r], ub[r] = design_prior(model, strata, un[r], uh[r], a, b, score_mean)
@@ -316,10 +330,86 @@ class _Dependence:
         ratio = np.where(b2 > 0, x2 / np.where(b2 > 0, b2, 1.0), 1.0)
         return cls(x1 - b1, ratio, x3 - b3 * ratio**1.5)
 
+    def corrected(
+        self, betas: tuple[np.ndarray, np.ndarray, np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The Betas' cumulants of ``L`` at a look, corrected."""
+        b1, b2, b3 = betas
+        return b1 + self.shift, b2 * self.ratio, b3 * self.ratio**1.5 + self.skew
+
     def prob(self, betas: tuple[np.ndarray, np.ndarray, np.ndarray], c: float) -> np.ndarray:
         """``P(L >= c)`` from the Betas' cumulants at a look, corrected."""
-        b1, b2, b3 = betas
-        return prob_at_least(b1 + self.shift, b2 * self.ratio, b3 * self.ratio**1.5 + self.skew, c)
+        return prob_at_least(*self.corrected(betas), c)
+
+
+def _census_strata(
+    sizes: np.ndarray, w: np.ndarray, budget: int, finite_population: bool
+) -> np.ndarray | None:
+    """The strata that the pooled look model keeps hyper-nodes for: those in the form that
+    ``budget`` labels can bring within :data:`~bayes_eval._lattice.LATTICE_REMAINDER` items of a
+    census (``None`` if there is none: then the paths are calibration version 16's bit for
+    bit)."""
+    if not finite_population:
+        return None
+    near = np.asarray(sizes) <= budget + _lattice.LATTICE_REMAINDER
+    cols = np.flatnonzero((np.asarray(w) != 0) & near)
+    return cols if cols.size else None
+
+
+def _rest(
+    audits: LockStep,
+    eff_a: np.ndarray,
+    eff_b: np.ndarray,
+    form: tuple[np.ndarray, np.ndarray, bool],
+    cols: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The marginal Betas' cumulants of the form without the strata ``cols``, each ``(R,)``."""
+    sizes, w, _ = form
+    w_rest = np.asarray(w, dtype=np.float64).copy()
+    w_rest[cols] = 0.0
+    return beta_form_cumulants(audits.n, audits.h, eff_a, eff_b, sizes, w_rest, True)
+
+
+def _census_lattice(
+    p: np.ndarray,
+    sample: NodeSample,
+    audits: LockStep,
+    rest_at: tuple[np.ndarray, np.ndarray, np.ndarray],
+    eff_a: np.ndarray,
+    eff_b: np.ndarray,
+    form: tuple[np.ndarray, np.ndarray, bool],
+    c: float,
+) -> None:
+    """Overwrite ``p`` (R,) where a stratum is near a census and carries the form's spread:
+    those rows' probability from the refit's hyper-nodes with the near-census strata summed
+    exactly (:meth:`~bayes_eval.models._node_sample.NodeSample.prob`); the nodes' rest of the
+    form moves by the marginal Betas' change of it since the refit (``rest_at``).
+
+    A row qualifies where the strata that are not exact (under the marginal Betas) leave the
+    lattice of the exact ones standing (:func:`bayes_eval._lattice.lattice_damping` above
+    ``_lattice._SMOOTH``, the rule of :func:`~bayes_eval._lattice.lattice_prob_at_least`);
+    elsewhere the lattice is smoothed out and the continuous nodes stand.
+    """
+    sizes, w, _ = form
+    exact = lattice_rows(audits.n, sizes, w, True)
+    rows = exact.any(axis=1)
+    if not rows.any():
+        return
+    w_other = np.where(exact, 0.0, w)
+    _, var_other, k3_other = beta_form_cumulants(
+        audits.n, audits.h, eff_a, eff_b, sizes, w_other, True
+    )
+    spacing = np.abs(np.where(exact, w, 0.0)).max(axis=1)
+    rows &= lattice_damping(var_other, k3_other, spacing) > _lattice._SMOOTH
+    if not rows.any():
+        return
+    idx = np.flatnonzero(rows)
+    rest_now = _rest(audits, eff_a, eff_b, form, sample.cols)
+    shift = tuple(x[idx] - y[idx] for x, y in zip(rest_now, rest_at, strict=True))
+    p[idx] = sample.take(idx).prob(
+        audits.n[idx], audits.h[idx], shift, c, sizes=sizes, w=w, prior_a=eff_a[idx],
+        prior_b=eff_b[idx],
+    )  # fmt: skip
 
 
 def simulate_paths(
@@ -381,6 +471,11 @@ def simulate_paths(
         a0, b0 = design_prior(model, strata, zero, zero, a, b, score_mean)
         des_a = np.broadcast_to(np.asarray(a0, dtype=np.float64), (rows, k))
         des_b = np.broadcast_to(np.asarray(b0, dtype=np.float64), (rows, k))
+    census = None
+    if model == "pooled":
+        census = _census_strata(sizes, w, sum(batches), finite_population)
+    sample: NodeSample | None = None  # pooled: the last refit's hyper-nodes for `census`
+    rest_at = None  # pooled: the Betas' cumulants of the rest of the form at the last refit
     refit_at = 0.0  # the first batch always refits
     mode = None  # pooled model: every audit's hyper-mode at its last refit (warm start)
     dep: _Dependence | None = None  # pooled model: the dependence correction of the last refit
@@ -410,16 +505,23 @@ def simulate_paths(
         last = j is not None and j == schedule.shape[0] - 1
         if not exact and (labelled >= REFIT_GROWTH * refit_at or last):
             refit = _effective_prior(
-                model, strata, audits.n, audits.h, a, b, score_mean, mode, form, pool
+                model, strata, audits.n, audits.h, a, b, score_mean, mode, form, pool, census
             )
             eff_a, eff_b, mode, rate = refit.a, refit.b, refit.mode, refit.design_rate
+            sample = refit.sample
             if rate is None:
                 des_a, des_b = eff_a, eff_b
             if refit.exact is not None:
                 betas = beta_form_cumulants(audits.n, audits.h, eff_a, eff_b, *form)
-                dep = _Dependence.at_refit(refit.exact.mixture(), betas)
+                at_refit = refit.exact.mixture()
+                dep = _Dependence.at_refit(at_refit, betas)
+                if sample is not None:  # the rest of the form under the Betas, at the refit
+                    rest_at = _rest(audits, eff_a, eff_b, form, sample.cols)
                 if j is not None:  # a look at a refit: the posterior's own probability
                     out[:, j] = refit.exact.prob(c)
+                    if sample is not None:
+                        _census_lattice(out[:, j], sample, audits, rest_at, eff_a, eff_b,
+                                        form, c)  # fmt: skip
                     j = None
             refit_at = float(labelled)
         if j is not None:
@@ -430,6 +532,9 @@ def simulate_paths(
             else:
                 betas = beta_form_cumulants(audits.n, audits.h, eff_a, eff_b, *form)
                 out[:, j] = dep.prob(betas, c)
+                if sample is not None:
+                    _census_lattice(out[:, j], sample, audits, rest_at, eff_a, eff_b, form,
+                                    c)  # fmt: skip
         if noise is not None and labelled in look_set:
             jj = look_set[labelled]
             out[:, jj] = noise.binomial(draws, np.clip(out[:, jj], 0.0, 1.0)) / draws
