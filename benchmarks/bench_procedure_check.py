@@ -12,7 +12,16 @@ Setting: synthetic population of 20,000 items (prevalence 0.2, separation 2.0), 
 strata per side, ``posterior_variance``, F1 >= 0.6 at level 0.95, batches of 20 up to 600 labels
 (30 looks), each truth placed at the target (F1 = 0.6 exactly) by the family's 1-D solve.
 
-Usage: ``uv run python benchmarks/bench_procedure_check.py [--model pooled] [--reps 300]``.
+``--setting needle`` (session 47, calibration version 17): the needle regime's census -- 60,000
+items with 0.4 % positives (synthetic, separation 3.0, seed 7), 6 equal-size strata per side, so
+the predicted positives are six strata of 20 items that the audit labels towards a census --,
+precision >= 0.75 at level 0.95, batches of 10 up to 200 labels (20 looks). There the
+calibration's acceptance probability depends on the integer lattice of the near-census strata
+(:mod:`bayes_eval._lattice`); ``--no-lattice`` calibrates without it (version 16's simulator),
+for comparison.
+
+Usage: ``uv run python benchmarks/bench_procedure_check.py [--model pooled] [--reps 300]
+[--setting default|needle] [--no-lattice]``.
 """
 
 from __future__ import annotations
@@ -46,27 +55,43 @@ def main() -> None:
     ap.add_argument("--cal-sims", type=int, default=2000)
     ap.add_argument("--truths", type=int, default=3)
     ap.add_argument("--seed", type=int, default=11, help="seed of the simulated audits")
+    ap.add_argument("--setting", default="default", help="default or needle")
+    ap.add_argument("--no-lattice", action="store_true", help="calibrate as version 16 did")
     args = ap.parse_args()
-    lp = be.datasets.synthetic(20_000, prevalence=0.2, separation=2.0, rng=1)
-    st = be.stratify(lp.population, n_strata=3)
-    kw = dict(metric="f1", target=TARGET, level=LEVEL, design="posterior_variance")
+    if args.setting not in ("default", "needle"):
+        raise SystemExit(f"error: --setting {args.setting}: allowed: default, needle")
+    if args.setting == "needle":
+        lp = be.datasets.synthetic(60_000, prevalence=0.004, separation=3.0, rng=7)
+        st = be.stratify(lp.population, n_strata=6)
+        metric, target, batch, budget = "precision", 0.75, 10, 200
+    else:
+        lp = be.datasets.synthetic(20_000, prevalence=0.2, separation=2.0, rng=1)
+        st = be.stratify(lp.population, n_strata=3)
+        metric, target, batch, budget = "f1", TARGET, BATCH, BUDGET
+    if args.no_lattice:
+        from bayes_eval import _lattice
+
+        _lattice.LATTICE_REMAINDER = 0  # no stratum is summed exactly: version 16's simulator
+    kw = dict(metric=metric, target=target, level=LEVEL, design="posterior_variance")
     t0 = time.perf_counter()
     wc = calibrate_worst_case(
         st,
         **kw,
-        batch_size=BATCH,
-        budget=BUDGET,
+        batch_size=batch,
+        budget=budget,
         model=args.model,
         n_sims=args.cal_sims,
         rng=0,
         draws=DRAWS,
     )
     print(
-        f"# model {args.model}: calibration {time.perf_counter() - t0:.1f} s; boundary "
+        f"# model {args.model}, setting {args.setting}"
+        f"{' (no lattice: version 16)' if args.no_lattice else ''}: calibration "
+        f"{time.perf_counter() - t0:.1f} s; boundary "
         f"{wc.boundary.nominal[0]:.4f} -> {wc.boundary.nominal[-1]:.4f}"
     )
     order = np.argsort(-np.asarray(wc.boundary.rates))[: args.truths]
-    rule = be.stop.Accept(TARGET, level=LEVEL, corrected=True, n_sims=args.cal_sims, rng=0)
+    rule = be.stop.Accept(target, level=LEVEL, corrected=True, n_sims=args.cal_sims, rng=0)
     print(f"{'truth':<14}{'look model (in-sample)':>24}{'real procedure':>22}{'reps':>6}{'sec':>8}")
     for i in order:
         truth = wc.truths[i]
@@ -76,9 +101,9 @@ def main() -> None:
             (lp.population, labels),
             strata=st,
             designs=["posterior_variance"],
-            metric="f1",
-            budget=BUDGET,
-            batch_size=BATCH,
+            metric=metric,
+            budget=budget,
+            batch_size=batch,
             n_reps=args.reps,
             stop=rule,
             model=args.model,
@@ -86,12 +111,11 @@ def main() -> None:
             rng=args.seed,
             trajectory=False,
         )["posterior_variance"]
-        # the Accept rule's reasons: "accepted: ..." or "budget exhausted without acceptance"
+        # what stopped each audit: the Accept rule (its repr) or the budget
         stopped = res.stopped_by.values.astype(str)
-        acc = float(np.char.startswith(stopped, "accepted").mean())
-        other = set(stopped[~np.char.startswith(stopped, "accepted")]) - {
-            "budget exhausted without acceptance"
-        }
+        accepted = np.char.startswith(stopped, "Accept(")
+        acc = float(accepted.mean())
+        other = set(stopped[~accepted]) - {"budget"}
         if other:
             raise RuntimeError(f"unexpected stop reasons: {sorted(other)}")
         se = np.sqrt(max(acc * (1 - acc), 1.0 / args.reps) / args.reps)
