@@ -111,11 +111,16 @@ def main() -> None:
             rng=args.seed,
             trajectory=False,
         )["posterior_variance"]
-        # what stopped each audit: the Accept rule (its repr) or the budget
+        # what stopped each audit: the Accept rule (its repr on the vectorised independent path,
+        # its reason "accepted: ..." on the per-audit path of the other models) or the budget
         stopped = res.stopped_by.values.astype(str)
-        accepted = np.char.startswith(stopped, "Accept(")
+        accepted = np.char.startswith(stopped, "Accept(") | np.char.startswith(stopped, "accepted")
         acc = float(accepted.mean())
-        other = set(stopped[~accepted]) - {"budget"}
+        other = set(stopped[~accepted]) - {
+            "budget",
+            "exhausted",
+            "budget exhausted without acceptance",
+        }
         if other:
             raise RuntimeError(f"unexpected stop reasons: {sorted(other)}")
         se = np.sqrt(max(acc * (1 - acc), 1.0 / args.reps) / args.reps)

@@ -254,3 +254,23 @@ def test_pooled_paths_whose_strata_stay_large_are_version_16s_bit_for_bit(monkey
     with_lattice = paths()
     monkeypatch.setattr(_lattice, "LATTICE_REMAINDER", 0)
     np.testing.assert_array_equal(paths(), with_lattice)
+
+
+def test_node_sample_keeps_the_continuous_law_where_the_rest_smooths_the_lattice_out():
+    """A node whose rest of the form is wide (sd far above the lattice's spacing) gets the
+    continuous law of its whole form, not 0 (session 47: the nodes were given 0 there, which
+    only the tighter smoothing rule exposed: the simulated P fell 0.04 below the audit's)."""
+    from bayes_eval.models._node_sample import NodeSample, _positive_cumulants
+
+    sizes, w = np.array([5000.0, 30.0]), np.array([1.0, 1.0])
+    n, h = np.array([[400.0, 26.0]]), np.array([[120.0, 20.0]])
+    pa, pb = np.full((1, 2, 1), 0.5), np.full((1, 2, 1), 0.5)
+    rest = (np.array([[1500.0, 1560.0]]), np.array([[900.0, 1100.0]]), np.array([[0.0, 0.0]]))
+    sample = NodeSample(np.array([1]), *rest, pa, pb, n[:, [1]], h[:, [1]])
+    zero = (np.zeros(1), np.zeros(1), np.zeros(1))
+    c = 1540.0
+    got = sample.prob(n, h, zero, c, sizes=sizes, w=w, prior_a=np.full((1, 2), 0.5),
+                      prior_b=np.full((1, 2), 0.5))  # fmt: skip
+    cum = _positive_cumulants(pa[0, :, 0], pb[0, :, 0], n[0, 1], h[0, 1], sizes[1])
+    plain = prob_at_least(rest[0][0] + cum.mean, rest[1][0] + cum.var, rest[2][0] + cum.k3, c)
+    assert got[0] == pytest.approx(plain.mean(), abs=1e-12) and 0.2 < got[0] < 0.8

@@ -38,12 +38,14 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, fields
 from multiprocessing import get_context
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._node_sample import NodeSample
 from ._profile import ScoreProfile
+
+if TYPE_CHECKING:  # the workers import this module before they ignore SIGINT: keep it light
+    from ._node_sample import NodeSample
 
 __all__ = [
     "ChunkFit",
@@ -239,4 +241,6 @@ def concat_samples(fits: list[ChunkFit], inverse: np.ndarray) -> NodeSample | No
     chunks kept none)."""
     if fits[0].sample is None:
         return None
+    from ._node_sample import NodeSample
+
     return NodeSample.concat([f.sample for f in fits]).take(inverse)

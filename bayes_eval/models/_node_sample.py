@@ -141,7 +141,6 @@ class NodeSample:
                 np.maximum(self.k2[sl] + shift[1][sl, None], 0.0) + (wc**2 * cum.var).sum(axis=-1),
                 self.k3[sl] + shift[2][sl, None] + (wc**3 * cum.k3).sum(axis=-1),
                 c, n=nn, h=hh, prior_a=a, prior_b=b, sizes=sizes, w=w,
-                p=np.zeros((r, m)),  # (every row passed has an exact stratum)
             )  # fmt: skip
             out[sl] = (wt * p).sum(axis=1)
         return out

@@ -396,11 +396,9 @@ def _census_lattice(
     if not rows.any():
         return
     w_other = np.where(exact, 0.0, w)
-    _, var_other, k3_other = beta_form_cumulants(
-        audits.n, audits.h, eff_a, eff_b, sizes, w_other, True
-    )
+    _, var_other, _ = beta_form_cumulants(audits.n, audits.h, eff_a, eff_b, sizes, w_other, True)
     spacing = np.abs(np.where(exact, w, 0.0)).max(axis=1)
-    rows &= lattice_damping(var_other, k3_other, spacing) > _lattice._SMOOTH
+    rows &= lattice_damping(var_other, spacing) > _lattice._SMOOTH
     if not rows.any():
         return
     idx = np.flatnonzero(rows)
