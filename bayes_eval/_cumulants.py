@@ -17,7 +17,13 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-__all__ = ["PositiveCumulants", "form_cumulants", "prob_at_least", "stratum_cumulants"]
+__all__ = [
+    "PositiveCumulants",
+    "beta_rate_cumulants",
+    "form_cumulants",
+    "prob_at_least",
+    "stratum_cumulants",
+]
 
 #: below this |skewness| the normal approximation is used (the gamma tends to it)
 _NORMAL_SKEW = 1e-4
@@ -35,6 +41,15 @@ class PositiveCumulants:
     mean: np.ndarray
     var: np.ndarray
     k3: np.ndarray
+
+
+def beta_rate_cumulants(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean, variance and third cumulant of ``Beta(a, b)`` (a stratum's posterior rate)."""
+    s = a + b
+    mu = a / s
+    var = a * b / (s * s * (s + 1.0))
+    k3 = 2.0 * (b - a) * a * b / (s**3 * (s + 1.0) * (s + 2.0))
+    return mu, var, k3
 
 
 def stratum_cumulants(

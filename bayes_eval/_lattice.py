@@ -32,8 +32,9 @@ the side with the larger variance goes back to the continuous part. And where th
 part alone smooths the lattice out -- the modulus of the normal characteristic function of its
 variance at the lattice's frequency :math:`2\pi / d` (:math:`d` the largest exact
 :math:`|w_k|`) is at most :data:`_SMOOTH` (a standard deviation above ~0.64 d; see
-:func:`lattice_damping`) -- the row keeps the continuous law of the whole form (bit for bit as before):
-the exact sum is needed, and paid for, only where the near-census strata carry the form's spread.
+:func:`lattice_damping`) -- the row keeps the continuous law of the whole form (bit for bit as
+before): the exact sum is needed, and paid for, only where the near-census strata carry the
+form's spread.
 
 Webber et al., ``../shared/seeds/002_bcc5f0faf615c660.txt`` (the finite-population
 beta-binomial posterior that the audit's draws sample).
@@ -44,7 +45,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import fft, special
 
-from ._cumulants import prob_at_least, stratum_cumulants
+from ._cumulants import beta_rate_cumulants, prob_at_least, stratum_cumulants
 
 __all__ = ["LATTICE_REMAINDER", "lattice_damping", "lattice_prob_at_least", "lattice_rows"]
 
@@ -219,11 +220,7 @@ def _exact_rows(
     """:func:`lattice_prob_at_least` for a block of rows that each have an exact stratum
     (``plain``: their continuous-law probabilities, kept where the lattice is smoothed out)."""
     r = sizes[None, :] - n
-    t = a + b
-    mu = a / t
-    var = a * b / (t * t * (t + 1.0))
-    k3r = 2.0 * (b - a) * a * b / (t**3 * (t + 1.0) * (t + 2.0))
-    cum = stratum_cumulants(mu, var, k3r, n=n, h=h, sizes=sizes[None, :])
+    cum = stratum_cumulants(*beta_rate_cumulants(a, b), n=n, h=h, sizes=sizes[None, :])
     classes = [float(v) for v in np.unique(w[small.any(axis=0)])]
     if len(classes) > 2:
         raise ValueError(f"the exact lattice sums at most two weight classes, got {classes}")

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from .._cumulants import PositiveCumulants, stratum_cumulants
+from .._cumulants import PositiveCumulants, beta_rate_cumulants, stratum_cumulants
 from .._lattice import lattice_prob_at_least
 from ._moment_kernels import beta_from_moments, conjugate_prior
 
@@ -189,10 +189,5 @@ def _positive_cumulants(
     prior_a: np.ndarray, prior_b: np.ndarray, n: np.ndarray, h: np.ndarray, sizes: np.ndarray
 ) -> PositiveCumulants:
     """Cumulants of each stratum's positives under ``Beta(prior_a + h, prior_b + n - h)``."""
-    a = prior_a + h
-    b = prior_b + n - h
-    t = a + b
-    mu = a / t
-    var = mu * (b / t) / (t + 1.0)
-    k3 = 2.0 * var * (b / t - mu) / (t + 2.0)
-    return stratum_cumulants(mu, var, k3, n=n, h=h, sizes=sizes)
+    rate = beta_rate_cumulants(prior_a + h, prior_b + n - h)
+    return stratum_cumulants(*rate, n=n, h=h, sizes=sizes)

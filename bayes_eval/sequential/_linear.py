@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import optimize, special
 
-from .._cumulants import form_cumulants, stratum_cumulants
+from .._cumulants import beta_rate_cumulants, form_cumulants, stratum_cumulants
 from .._lattice import lattice_prob_at_least
 from ..metrics import METRICS, metric_of_positives
 
@@ -66,14 +66,6 @@ def linear_form(
     )
 
 
-def _beta_cumulants(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    s = a + b
-    mu = a / s
-    var = a * b / (s * s * (s + 1.0))
-    k3 = 2.0 * (b - a) * a * b / (s**3 * (s + 1.0) * (s + 2.0))
-    return mu, var, k3
-
-
 def prob_linear_ge(
     n: np.ndarray,
     h: np.ndarray,
@@ -112,7 +104,7 @@ def beta_form_cumulants(
     n = np.asarray(n, dtype=np.float64)
     h = np.asarray(h, dtype=np.float64)
     sizes = np.asarray(sizes, dtype=np.float64)
-    mu, var, k3 = _beta_cumulants(prior_a + h, prior_b + n - h)
+    mu, var, k3 = beta_rate_cumulants(prior_a + h, prior_b + n - h)
     cum = stratum_cumulants(mu, var, k3, n=n, h=h, sizes=sizes, finite_population=finite_population)
     return form_cumulants(cum, w)
 
