@@ -67,7 +67,17 @@ from .metrics import METRICS, metric_of_positives, metric_values, relevant_sides
 from .models import DEFAULT_MODEL, design_prior, prior_label
 from .posterior import MODELS, estimate_from_stratum_counts
 from .priors import BetaSpec, Prior, resolve_prior
-from .stop import AnyOf, Look, Procedure, StopRule, supports_many
+from .stop import (
+    BUDGET,
+    AnyOf,
+    Look,
+    Procedure,
+    StopRule,
+    find_certifier,
+    stopped_by,
+    supports_many,
+)
+from .stop._rules import rule_name
 
 if TYPE_CHECKING:
     from .datasets import LabelledPopulation
@@ -235,18 +245,29 @@ def _metric_draws(
 def _check_many(
     rule: StopRule, x: np.ndarray, n_labels: np.ndarray, state: dict[str, Any], rows: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Vectorised check with the repr of the (first) rule that fired as the reason."""
+    """Vectorised check with the repr of the (first) rule that fired as the reason (the names of
+    :func:`bayes_eval.stop.stopped_by`, which the per-audit path uses)."""
     why = np.array([""] * rows.size, dtype=object)
     if isinstance(rule, AnyOf):
         hit = np.zeros(rows.size, dtype=bool)
         for r, st in zip(rule.rules, state["rules"], strict=True):
-            h = r.check_many(x, n_labels, st, rows)
-            why[h & ~hit] = repr(r)
+            h, w = _check_many(r, x, n_labels, st, rows)
+            why[h & ~hit] = w[h & ~hit]
             hit |= h
         return hit, why
     hit = rule.check_many(x, n_labels, state, rows)
-    why[hit] = repr(rule)
+    why[hit] = rule_name(rule)
     return hit, why
+
+
+def _certifiers(rule: StopRule | None) -> set[str]:
+    """The names (:func:`bayes_eval.stop.stopped_by`) under which ``rule`` stops an audit by
+    accepting a claim: its certifying rules (``Accept``, or a combination that needs one)."""
+    if rule is None:
+        return set()
+    if isinstance(rule, AnyOf):
+        return set().union(*(_certifiers(r) for r in rule.rules))
+    return {rule_name(rule)} if find_certifier(rule) is not None else set()
 
 
 def simulate(
@@ -329,10 +350,14 @@ def simulate(
         ``n_labels`` (labels used), ``estimate`` (posterior mean of the metric), ``error``
         (estimate - truth), ``lower``/``upper`` (equal-tailed ``level`` interval),
         ``half_width``, ``covered`` (truth inside the interval), ``stopped_by`` (``"budget"``,
-        ``"exhausted"`` or the stop rule's reason), ``n``/``h`` (final labels and positives per
-        stratum) and, with ``trajectory=True``, ``trajectory_n_labels``, ``trajectory_mean``,
-        ``trajectory_lower``, ``trajectory_upper`` over ``(rep, look)`` (NaN after a replication
-        stopped). ``attrs`` hold the truth, design, metric, level, prior, model and stop rule.
+        ``"exhausted"`` or the repr of the rule that stopped the audit — inside ``a | b`` the
+        one that fired first; an ``Accept`` that never accepted leaves the audit to the budget —
+        the same names for every model, see :func:`bayes_eval.stop.stopped_by`), ``accepted``
+        (the audit was stopped by a certifying rule, i.e. ``Accept`` accepted its claim),
+        ``n``/``h`` (final labels and positives per stratum) and, with ``trajectory=True``,
+        ``trajectory_n_labels``, ``trajectory_mean``, ``trajectory_lower``, ``trajectory_upper``
+        over ``(rep, look)`` (NaN after a replication stopped). ``attrs`` hold the truth,
+        design, metric, level, prior, model and stop rule.
 
     Examples
     --------
@@ -465,7 +490,7 @@ def _simulate_design(
     audits = LockStep(sizes, positives, reps)
     n, h = audits.n, audits.h  # views updated in place by audits.label
     active = np.ones(reps, dtype=bool)
-    stopped_by = np.array([""] * reps, dtype=object)
+    stop_names = np.array([""] * reps, dtype=object)
     last_mean = np.full(reps, np.nan)
     last_lo = np.full(reps, np.nan)
     last_hi = np.full(reps, np.nan)
@@ -602,19 +627,22 @@ def _simulate_design(
                 if stop is not None:
                     one = Look(procedure, int(n[r].sum()), int(looks_done[r]))
                     d = per_rep_rules[r].check(one, post)
-                    stop_now[i], reasons[i] = bool(d.stop), d.reason
+                    why = stopped_by(per_rep_rules[r], d) if d.stop else ""
+                    # a rule that stops only because the budget is spent leaves the audit to the
+                    # budget, as the vectorised path does (named after the loop)
+                    stop_now[i], reasons[i] = bool(d.stop) and why != BUDGET, why
                 tick(1)
         t_mean[rows, look] = last_mean[rows]
         t_lo[rows, look] = last_lo[rows]
         t_hi[rows, look] = last_hi[rows]
         stopped_rows = rows[stop_now]
-        stopped_by[stopped_rows] = reasons[stop_now]
+        stop_names[stopped_rows] = reasons[stop_now]
         active[stopped_rows] = False
         tick(reps - (0 if vectorised else rows.size))
     # replications that never stopped by the rule
     left = active & (n.sum(axis=1) >= total)
-    stopped_by[left] = "exhausted"
-    stopped_by[active & ~left] = "budget"
+    stop_names[left] = "exhausted"
+    stop_names[active & ~left] = BUDGET
 
     coords = {"rep": np.arange(reps), "look": np.arange(n_looks), "stratum": np.arange(k)}
     data_vars: dict[str, Any] = {
@@ -625,7 +653,8 @@ def _simulate_design(
         "upper": ("rep", last_hi),
         "half_width": ("rep", (last_hi - last_lo) / 2),
         "covered": ("rep", (last_lo <= true_value) & (true_value <= last_hi)),
-        "stopped_by": ("rep", stopped_by.astype(str)),
+        "stopped_by": ("rep", stop_names.astype(str)),
+        "accepted": ("rep", np.isin(stop_names.astype(str), sorted(_certifiers(stop)))),
         "n_looks": ("rep", looks_done),
         "n": (("rep", "stratum"), n),
         "h": (("rep", "stratum"), h),

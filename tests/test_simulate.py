@@ -148,7 +148,8 @@ def test_stop_rules_vectorised_and_fallback(lp):
         "random"
     ]
     assert out["n_labels"].values.tolist() == [60] * 5
-    assert (out["stopped_by"].values == "enough").all()
+    # named as every stop is named (its class: it has no repr of its own), not by its reason
+    assert (out["stopped_by"].values == "AtLeast").all()
     assert np.isnan(out["trajectory_mean"].values[:, 3:]).all()
     rule = be.stop.HalfWidth(0.08, rounds=2) | be.stop.Budget(200)
     out = be.simulate((pop, truth), designs="random", stop=rule, **kw, model="independent")[
@@ -378,3 +379,47 @@ def test_simulate_follows_batch_schedule(lp):
     # the initial sample of OPT-A2 has n_ini labels in every stratum
     first = out["a2"]["n"].values
     assert (first >= 3).all()
+
+
+class _NoVector(StopRule):
+    """A rule without the vectorised form (never stops): forces the per-audit path."""
+
+    def check(self, look, posterior):
+        return StopDecision(False)
+
+
+@pytest.mark.parametrize(
+    ("model", "extra"),
+    [("independent", None), ("independent", _NoVector()), ("pooled", None)],
+    ids=["independent-vectorised", "independent-per-audit", "pooled-per-audit"],
+)
+def test_stopped_by_names_alike_on_every_path(lp, model, extra):
+    # the vectorised path names the rule's repr; the per-audit path used to give the rule's reason
+    # ("accepted: P(...) = ...", "budget exhausted without acceptance"), so `stopped_by != "budget"`
+    # counted every unaccepted audit of the default model as an acceptance
+    pop, truth, strata = lp
+    pred = np.asarray(pop.scores) >= 0.5
+    tp, fp, fn = (truth & pred).sum(), (~truth & pred).sum(), (truth & ~pred).sum()
+    f1 = 2 * tp / (2 * tp + fp + fn)
+    accept = be.stop.Accept(f1 - 0.03, level=0.9, corrected=False)
+    rule = accept if extra is None else accept | extra
+    out = be.simulate(
+        (pop, truth),
+        strata=strata,
+        designs="proportional",
+        metric="f1",
+        budget=200,
+        batch_size=50,
+        n_reps=12,
+        draws=400,
+        rng=3,
+        stop=rule,
+        model=model,
+        trajectory=False,
+    )["proportional"]
+    names = out["stopped_by"].values.astype(str)
+    assert set(names) <= {repr(accept), "budget"}
+    accepted = out["accepted"].values
+    np.testing.assert_array_equal(accepted, names == repr(accept))
+    assert accepted.any() and not accepted.all()
+    assert (out["n_labels"].values[~accepted] == 200).all()

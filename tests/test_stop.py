@@ -8,6 +8,7 @@ import pytest
 import bayes_eval as be
 from bayes_eval.priors import Prior
 from bayes_eval.stop import (
+    BUDGET,
     AllOf,
     AnyOf,
     Budget,
@@ -15,8 +16,10 @@ from bayes_eval.stop import (
     Look,
     LowerBoundAbove,
     Procedure,
+    StopDecision,
     StopRule,
     find_certifier,
+    stopped_by,
     supports_many,
 )
 
@@ -94,6 +97,33 @@ def test_combinations():
     flat = Budget(1) | Budget(2) | Budget(3)
     assert len(flat.rules) == 3
     assert repr(flat) == "Budget(1) | Budget(2) | Budget(3)"
+
+
+class _Spent(StopRule):
+    """Stops only because the budget is spent, as an ``Accept`` that never accepted does."""
+
+    def check(self, look, posterior):
+        return StopDecision(True, "budget exhausted without acceptance", {}, BUDGET)
+
+
+def test_stopped_by_names_the_rule_that_stopped():
+    rng = np.random.default_rng(2)
+    post = _Post(_normal_draws(0.001, rng))
+    lb, cap = LowerBoundAbove(0.5), Budget(10)
+    # a plain rule: its repr; inside `|`: the first that stopped, whatever its place
+    assert stopped_by(lb, lb.check(_Audit(10), post)) == repr(lb)
+    either = LowerBoundAbove(0.99) | cap
+    assert stopped_by(either, either.check(_Audit(10), post)) == repr(cap)
+    # a rule spent by the budget yields to one that stopped for a reason, else names the budget
+    spent = _Spent()
+    for rule in (spent | lb, lb | spent):
+        assert stopped_by(rule, rule.check(_Audit(10), post)) == repr(lb)
+    alone = _Spent() | LowerBoundAbove(0.99)
+    assert stopped_by(alone, alone.check(_Audit(10), post)) == BUDGET
+    both = _Spent() & cap
+    assert stopped_by(both, both.check(_Audit(10), post)) == BUDGET
+    both = lb & cap
+    assert stopped_by(both, both.check(_Audit(10), post)) == repr(both)
 
 
 def test_check_many_agrees_with_check():

@@ -5,6 +5,7 @@ See :mod:`bayes_eval.stop._rules` for the protocol and the built-in rules, and
 """
 
 from ._rules import (
+    BUDGET,
     AllOf,
     AnyOf,
     Budget,
@@ -15,11 +16,13 @@ from ._rules import (
     StopDecision,
     StopRule,
     find_certifier,
+    stopped_by,
     supports_many,
 )
 from .accept import Accept
 
 __all__ = [
+    "BUDGET",
     "Accept",
     "AllOf",
     "AnyOf",
@@ -31,5 +34,6 @@ __all__ = [
     "StopDecision",
     "StopRule",
     "find_certifier",
+    "stopped_by",
     "supports_many",
 ]

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from ..posterior import MetricPosterior
 
 __all__ = [
+    "BUDGET",
     "AllOf",
     "AnyOf",
     "Budget",
@@ -70,17 +71,47 @@ __all__ = [
     "StopDecision",
     "StopRule",
     "find_certifier",
+    "stopped_by",
     "supports_many",
 ]
 
 
 @dataclass(frozen=True, slots=True)
 class StopDecision:
-    """Outcome of one look: whether to stop, a human-readable reason, and the rule's state."""
+    """Outcome of one look: whether to stop, a human-readable reason, and the rule's state.
+
+    ``by`` names what stopped the audit where the rule's own repr would not say it: a combination
+    (:class:`AnyOf`) names the rule inside it that stopped, and a rule that stops only because the
+    budget is spent (an acceptance rule that never accepted) says :data:`BUDGET`. Empty means the
+    rule itself; :func:`stopped_by` resolves it.
+    """
 
     stop: bool
     reason: str = ""
     state: dict[str, Any] = field(default_factory=dict)
+    by: str = ""
+
+
+#: what :func:`stopped_by` names when the audit ran out of budget rather than being stopped by a
+#: rule (also :func:`bayes_eval.simulate`'s ``stopped_by`` for audits no rule stopped)
+BUDGET = "budget"
+
+
+def stopped_by(rule: StopRule, decision: StopDecision) -> str:
+    """What stopped an audit whose ``rule`` returned ``decision`` with ``decision.stop`` true.
+
+    The repr of the rule (:func:`rule_name`; inside an :class:`AnyOf`, of the first rule in it
+    that stopped for a reason other than the budget), or :data:`BUDGET` when it stopped only
+    because the budget is spent — the same names :func:`bayes_eval.simulate` gives on its
+    vectorised path, so its ``stopped_by`` reads alike for every model.
+    """
+    return decision.by or rule_name(rule)
+
+
+def rule_name(rule: StopRule) -> str:
+    """``repr(rule)``, or the class name of a rule without a ``__repr__`` of its own (the default
+    repr holds the object's address, which differs between the copies simulated audits run)."""
+    return repr(rule) if type(rule).__repr__ is not object.__repr__ else type(rule).__name__
 
 
 class StopRule(ABC):
@@ -188,8 +219,15 @@ class AnyOf(_Combined):
 
     def check(self, look: Look, posterior: MetricPosterior) -> StopDecision:
         decisions = [r.check(look, posterior) for r in self.rules]
-        hit = [d.reason for d in decisions if d.stop]
-        return StopDecision(bool(hit), "; ".join(hit), {"rules": [d.state for d in decisions]})
+        hit = [(r, d) for r, d in zip(self.rules, decisions, strict=True) if d.stop]
+        names = [stopped_by(r, d) for r, d in hit]
+        by = next((b for b in names if b != BUDGET), BUDGET if hit else "")
+        return StopDecision(
+            bool(hit),
+            "; ".join(d.reason for _, d in hit),
+            {"rules": [d.state for d in decisions]},
+            by,
+        )
 
     def check_many(
         self, draws: np.ndarray, n_labels: np.ndarray, state: dict[str, Any], rows: np.ndarray
@@ -208,10 +246,12 @@ class AllOf(_Combined):
     def check(self, look: Look, posterior: MetricPosterior) -> StopDecision:
         decisions = [r.check(look, posterior) for r in self.rules]
         ok = all(d.stop for d in decisions)
+        spent = ok and any(d.by == BUDGET for d in decisions)
         return StopDecision(
             ok,
             "; ".join(d.reason for d in decisions) if ok else "",
             {"rules": [d.state for d in decisions]},
+            BUDGET if spent else "",
         )
 
     def check_many(

@@ -36,7 +36,7 @@ from ..sequential.correction import (
     check_sims,
     correction_for,
 )
-from ._rules import Look, Procedure, StopDecision, StopRule
+from ._rules import BUDGET, Look, Procedure, StopDecision, StopRule
 
 __all__ = ["Accept"]
 
@@ -265,5 +265,5 @@ class Accept(StopRule):
             )
         budget = look.procedure.budget
         if budget is not None and int(look.n_labels) >= int(budget):
-            return StopDecision(True, "budget exhausted without acceptance", state)
+            return StopDecision(True, "budget exhausted without acceptance", state, BUDGET)
         return StopDecision(False, "", state)

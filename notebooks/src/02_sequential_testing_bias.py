@@ -149,7 +149,7 @@ for label, claim in (("claim = truth", target), ("claim = truth - 0.05", target 
             trajectory=False,
             model="independent",
         )["proportional"]
-        accepted = (res.stopped_by.astype(str) != "budget").values
+        accepted = res.accepted.values  # stopped by the Accept rule
         out[(label, rule_name)] = {
             "accept rate": accepted.mean(),
             "mean labels when accepting": float(res.n_labels.values[accepted].mean())
