@@ -192,12 +192,18 @@ def least_favourable_truth(
     def done(m: float) -> bool:
         return m < value - 1e-12 if strict else m <= value + 1e-12
 
-    for _ in range(4 * int(sizes.shape[0]) + 8):
-        if done(metric_of_positives(metric, positives, sizes, pos)):
-            break
+    # every step lowers the metric (a positive fewer where it counts for it, one more where it
+    # counts against it), so this ends; from the rounded continuous solution it takes at most
+    # about half the number of strata
+    while not done(metric_of_positives(metric, positives, sizes, pos)):
         cand = np.flatnonzero(
             (weight != 0) & ((up & (positives > 0)) | (~up & (positives < sizes)))
         )
+        if cand.size == 0:  # pragma: no cover - the shift already reached the range's end
+            raise ValueError(
+                f"target={value!r} is not attainable for metric {metric!r} with these strata: "
+                f"no integer population has the metric {'below' if strict else 'at most'} it"
+            )
         k = int(cand[np.argmax(sizes[cand])])
         positives[k] += -1 if up[k] else 1
     return positives
