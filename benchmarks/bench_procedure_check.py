@@ -20,8 +20,16 @@ calibration's acceptance probability depends on the integer lattice of the near-
 (:mod:`bayes_eval._lattice`); ``--no-lattice`` calibrates without it (version 16's simulator),
 for comparison.
 
+``--population NAME --metric M`` (session 48): the real procedure on a real population of
+``heldout_populations.py`` with its real labels, the claim a hair above its true metric, set up
+as ``bench_certification_real.py`` sets it up (5 equal-size strata per side, batches of 20 up to
+2,000 labels, a look after every batch). That benchmark runs the calibration's simulator at the
+real truth; this runs the audit's own draw-based posterior there, as a user (or an outside
+check) does with ``be.simulate``. One table row per run.
+
 Usage: ``uv run python benchmarks/bench_procedure_check.py [--model pooled] [--reps 300]
-[--setting default|needle] [--no-lattice]``.
+[--setting default|needle] [--no-lattice] [--population NAME --metric f1]`` (from
+``benchmarks/``).
 """
 
 from __future__ import annotations
@@ -48,6 +56,63 @@ def labels_at(strata, positives, rng):
     return truth
 
 
+def real_procedure(lp, labels, st, metric, target, batch, budget, args):
+    """The real procedure's false accepts at ``labels``: ``(rate, s.e.)``, the rate of the
+    audits ``Accept(target, corrected=True)`` stopped by accepting."""
+    rule = be.stop.Accept(target, level=LEVEL, corrected=True, n_sims=args.cal_sims, rng=0)
+    res = be.simulate(
+        (lp.population, labels),
+        strata=st,
+        designs=["posterior_variance"],
+        metric=metric,
+        budget=budget,
+        batch_size=batch,
+        n_reps=args.reps,
+        stop=rule,
+        model=args.model,
+        draws=DRAWS,
+        rng=args.seed,
+        trajectory=False,
+    )["posterior_variance"]
+    # what stopped each audit: the Accept rule (``accepted``) or the budget -- the same names
+    # on the vectorised independent path and the per-audit path of the other models
+    stopped = res.stopped_by.values.astype(str)
+    accepted = res.accepted.values
+    acc = float(accepted.mean())
+    other = set(stopped[~accepted]) - {"budget", "exhausted"}
+    if other:
+        raise RuntimeError(f"unexpected stop reasons: {sorted(other)}")
+    return acc, np.sqrt(max(acc * (1 - acc), 1.0 / args.reps) / args.reps)
+
+
+def at_real_truth(args) -> None:
+    """``--population``: the real procedure on a real population, the claim a hair above its
+    true metric (``bench_certification_real.py``'s setting: 5 equal-size strata per side,
+    batches of 20 up to 2,000 labels, a look after every batch)."""
+    from bench_certification import BATCH as batch
+    from bench_certification import BUDGET as budget
+    from bench_certification_real import CLAIM_EPS, positives_per_stratum
+    from heldout_populations import population
+
+    from bayes_eval.metrics import metric_of_positives
+
+    lp = population(args.population)
+    st = be.stratify(lp.population, method="equal_size", n_strata=5, rng=0)
+    pos = positives_per_stratum(st, lp.truth)
+    truth = metric_of_positives(args.metric, pos, np.asarray(st.sizes), np.asarray(st.predicted))
+    target = truth + CLAIM_EPS
+    t0 = time.perf_counter()
+    acc, se = real_procedure(
+        lp, np.asarray(lp.truth, dtype=bool), st, args.metric, target, batch, budget, args
+    )
+    mark = " MISS" if acc > 0.05 + 2 * se else ""
+    print(
+        f"| {args.population} | {args.model} | {args.metric} | {truth:.4f} | {acc:.4f} ± {se:.4f}"
+        f"{mark} | {args.reps} | {time.perf_counter() - t0:.0f} |",
+        flush=True,
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="pooled")
@@ -57,9 +122,22 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=11, help="seed of the simulated audits")
     ap.add_argument("--setting", default="default", help="default or needle")
     ap.add_argument("--no-lattice", action="store_true", help="calibrate as version 16 did")
+    ap.add_argument(
+        "--population",
+        default=None,
+        help="a real population of heldout_populations.py: the real procedure at its real truth",
+    )
+    ap.add_argument("--metric", default="f1", help="with --population: f1, precision or recall")
     args = ap.parse_args()
     if args.setting not in ("default", "needle"):
         raise SystemExit(f"error: --setting {args.setting}: allowed: default, needle")
+    if args.no_lattice:
+        from bayes_eval import _lattice
+
+        _lattice.LATTICE_REMAINDER = 0  # no stratum is summed exactly: version 16's simulator
+    if args.population is not None:
+        at_real_truth(args)
+        return
     if args.setting == "needle":
         lp = be.datasets.synthetic(60_000, prevalence=0.004, separation=3.0, rng=7)
         st = be.stratify(lp.population, n_strata=6)
@@ -68,10 +146,6 @@ def main() -> None:
         lp = be.datasets.synthetic(20_000, prevalence=0.2, separation=2.0, rng=1)
         st = be.stratify(lp.population, n_strata=3)
         metric, target, batch, budget = "f1", TARGET, BATCH, BUDGET
-    if args.no_lattice:
-        from bayes_eval import _lattice
-
-        _lattice.LATTICE_REMAINDER = 0  # no stratum is summed exactly: version 16's simulator
     kw = dict(metric=metric, target=target, level=LEVEL, design="posterior_variance")
     t0 = time.perf_counter()
     wc = calibrate_worst_case(
@@ -91,35 +165,12 @@ def main() -> None:
         f"{wc.boundary.nominal[0]:.4f} -> {wc.boundary.nominal[-1]:.4f}"
     )
     order = np.argsort(-np.asarray(wc.boundary.rates))[: args.truths]
-    rule = be.stop.Accept(target, level=LEVEL, corrected=True, n_sims=args.cal_sims, rng=0)
     print(f"{'truth':<14}{'look model (in-sample)':>24}{'real procedure':>22}{'reps':>6}{'sec':>8}")
     for i in order:
         truth = wc.truths[i]
         labels = labels_at(st, truth.positives, np.random.default_rng(7))
         t1 = time.perf_counter()
-        res = be.simulate(
-            (lp.population, labels),
-            strata=st,
-            designs=["posterior_variance"],
-            metric=metric,
-            budget=budget,
-            batch_size=batch,
-            n_reps=args.reps,
-            stop=rule,
-            model=args.model,
-            draws=DRAWS,
-            rng=args.seed,
-            trajectory=False,
-        )["posterior_variance"]
-        # what stopped each audit: the Accept rule (``accepted``) or the budget — the same names
-        # on the vectorised independent path and the per-audit path of the other models
-        stopped = res.stopped_by.values.astype(str)
-        accepted = res.accepted.values
-        acc = float(accepted.mean())
-        other = set(stopped[~accepted]) - {"budget", "exhausted"}
-        if other:
-            raise RuntimeError(f"unexpected stop reasons: {sorted(other)}")
-        se = np.sqrt(max(acc * (1 - acc), 1.0 / args.reps) / args.reps)
+        acc, se = real_procedure(lp, labels, st, metric, target, batch, budget, args)
         mark = " MISS" if acc > 0.05 + 2 * se else ""
         rate = float(wc.boundary.rates[i])
         print(
