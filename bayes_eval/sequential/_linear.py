@@ -81,12 +81,13 @@ def prob_linear_ge(
     ``n``, ``h`` have shape ``(..., K)``; the rest broadcast against them. Pearson type III
     approximation from the exact first three cumulants (see the module docstring), except that
     the strata with few unlabelled items are summed exactly on the integer lattice
-    (:func:`bayes_eval._lattice.lattice_prob_at_least`, calibration version 17).
+    (:func:`bayes_eval._lattice.lattice_prob_at_least`, calibration version 17), and with them
+    the strata whose remaining positives are concentrated near 0 (version 18).
     """
     k1, k2, k3 = beta_form_cumulants(n, h, prior_a, prior_b, sizes, w, finite_population)
     return lattice_prob_at_least(
         k1, k2, k3, c, n=n, h=h, prior_a=prior_a, prior_b=prior_b, sizes=sizes, w=w,
-        finite_population=finite_population,
+        finite_population=finite_population, concentrated=True,
     )  # fmt: skip
 
 
