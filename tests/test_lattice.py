@@ -123,10 +123,8 @@ def test_a_two_sided_grid_too_wide_puts_the_wider_side_back_in_the_continuous_pa
 def test_rows_without_an_exact_stratum_are_the_continuous_law_bit_for_bit():
     """Every row whose strata keep more than LATTICE_REMAINDER unlabelled items (or none) gets
     prob_at_least's number exactly, and so does a row whose exact strata are smoothed out by the
-    others' spread (recall, F1, accuracy of row 7: the predicted negatives are continuous) unless
-    the continuous law puts it in the acceptance tail (version 18: at or above _TAIL the exact sum
-    stands, here within 1e-5 of the continuous law's); a row whose form is all exact strata
-    (precision of row 7) does not."""
+    others' spread (recall, F1, accuracy of row 7: the predicted negatives are continuous and not
+    concentrated); a row whose form is all exact strata (precision of row 7) does not."""
     rng = np.random.default_rng(0)
     sizes, pred = np.array([5000, 3000, 900, 700]), np.array([False, False, True, True])
     n = rng.integers(0, 440, (500, 4))
@@ -138,12 +136,8 @@ def test_rows_without_an_exact_stratum_are_the_continuous_law_bit_for_bit():
         k = beta_form_cumulants(n, h, JEFFREYS, JEFFREYS, sizes, w)
         got = seq.prob_linear_ge(n, h, JEFFREYS, JEFFREYS, sizes, w, c)
         plain = prob_at_least(*k, c)
-        other = np.arange(500) != 7
+        other = np.arange(500) != (7 if metric == "precision" else -1)
         np.testing.assert_array_equal(got[other], plain[other])
-        if metric != "precision" and plain[7] < _lattice._TAIL:
-            assert got[7] == plain[7]
-        elif metric != "precision":
-            assert abs(got[7] - plain[7]) < 1e-5
     # at row 7's own posterior mean precision its exact stratum changes the number
     w, _ = linear_form("precision", 0.7, pred, sizes)
     k = beta_form_cumulants(n[7], h[7], JEFFREYS, JEFFREYS, sizes, w)
@@ -363,3 +357,26 @@ def test_concentrated_strata_on_both_sides_of_an_f1_form():
         np.ones(2), np.ones((1, 2), dtype=bool),
     )  # fmt: skip
     assert not wide.any()
+
+
+def test_a_stratum_near_a_census_in_one_row_and_concentrated_in_another():
+    """Rows are summed in blocks: a stratum with 200 unlabelled items in one row (its whole range
+    exact) and concentrated in the next (700 unlabelled, none positive among 500: a window)
+    gives each row its own number, the same as alone and as brute force."""
+    sizes = np.array([1200, 60, 40])
+    pred = np.array([True, True, False])
+    n = np.array([[1000, 55, 10], [500, 55, 10]])
+    h = np.array([[600, 30, 2], [0, 30, 2]])
+    r = (sizes - n).astype(float)
+    conc = _lattice.concentrated_strata(r, 0.5 + h, 0.5 + n - h, np.ones(3), r > 256)
+    assert conc.tolist() == [[False, False, False], [True, False, False]]
+    w, _ = linear_form("precision", 0.5, pred, sizes)
+    # around each row's posterior mean of the predicted positives' positives (~753 and ~33)
+    for i, cs in ((0, (745.5, 752.5, 760.5)), (1, (32.5, 34.5, 37.5))):
+        for c in cs:
+            both = seq.prob_linear_ge(n, h, JEFFREYS, JEFFREYS, sizes, w, c)
+            alone = float(seq.prob_linear_ge(n[i], h[i], JEFFREYS, JEFFREYS, sizes, w, c))
+            exact = _exact_tail(sizes, n[i], h[i], w, c)
+            assert 0.02 < exact < 0.98
+            assert both[i] == pytest.approx(alone, abs=1e-12)
+            assert alone == pytest.approx(exact, abs=1e-10)
