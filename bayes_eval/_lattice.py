@@ -52,10 +52,9 @@ continuous part (all of the form's spread exact) the number is the posterior's e
 keeping the exact sum wherever the whole form's law put the probability at or above 0.99 (a
 continuous part that smooths the lattice out but leaves the skew to the exact strata) cost 5×
 more CPU on loans_grade_a F1 and changed no boundary there, so it was not kept. Rows without a
-near-census stratum are version 17's
-bit for bit (the certification benchmark's cells and the demo), and so is the pooled look
-model, whose hyper-node sample (:mod:`bayes_eval.models._node_sample`) fixes its exact strata
-at each refit.
+near-census stratum are version 17's bit for bit (the certification benchmark's cells and the
+demo), and so is the pooled look model, whose hyper-node sample
+(:mod:`bayes_eval.models._node_sample`) fixes its exact strata at each refit.
 
 Webber et al., ``../shared/seeds/002_bcc5f0faf615c660.txt`` (the finite-population
 beta-binomial posterior that the audit's draws sample).

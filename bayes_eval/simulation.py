@@ -643,6 +643,7 @@ def _simulate_design(
     left = active & (n.sum(axis=1) >= total)
     stop_names[left] = "exhausted"
     stop_names[active & ~left] = BUDGET
+    names = stop_names.astype(str)
 
     coords = {"rep": np.arange(reps), "look": np.arange(n_looks), "stratum": np.arange(k)}
     data_vars: dict[str, Any] = {
@@ -653,8 +654,8 @@ def _simulate_design(
         "upper": ("rep", last_hi),
         "half_width": ("rep", (last_hi - last_lo) / 2),
         "covered": ("rep", (last_lo <= true_value) & (true_value <= last_hi)),
-        "stopped_by": ("rep", stop_names.astype(str)),
-        "accepted": ("rep", np.isin(stop_names.astype(str), sorted(_certifiers(stop)))),
+        "stopped_by": ("rep", names),
+        "accepted": ("rep", np.isin(names, sorted(_certifiers(stop)))),
         "n_looks": ("rep", looks_done),
         "n": (("rep", "stratum"), n),
         "h": (("rep", "stratum"), h),

@@ -398,9 +398,7 @@ def test_stopped_by_names_alike_on_every_path(lp, model, extra):
     # ("accepted: P(...) = ...", "budget exhausted without acceptance"), so `stopped_by != "budget"`
     # counted every unaccepted audit of the default model as an acceptance
     pop, truth, strata = lp
-    pred = np.asarray(pop.scores) >= 0.5
-    tp, fp, fn = (truth & pred).sum(), (~truth & pred).sum(), (truth & ~pred).sum()
-    f1 = 2 * tp / (2 * tp + fp + fn)
+    f1 = 2 * (truth & pop.predictions).sum() / (truth.sum() + pop.predictions.sum())
     accept = be.stop.Accept(f1 - 0.03, level=0.9, corrected=False)
     rule = accept if extra is None else accept | extra
     out = be.simulate(
