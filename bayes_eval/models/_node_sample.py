@@ -26,6 +26,15 @@ model's change of its cumulants since the refit (``shift``: large strata, whose 
 collapses; a shift of the whole form's variance would not do where a stratum reaches its census
 between refits).
 
+Calibration version 19: at each node a stratum of ``cols`` that is not near a census but whose
+remaining positives are concentrated near 0 under the node's Beta (a predicted-positive stratum
+of false positives; :func:`bayes_eval._lattice.concentrated_strata`) is summed exactly too, as
+the independent model does since version 18: the node's Pearson law of its rest, skewed by that
+stratum, has no left tail. At loans_grade_a-like counts (four predicted-positive strata near a
+census, a fifth of 476 items with none positive among 117 labelled) the risk :math:`1 - P` was
+0.35x and 0.14x the pooled audit's draws at two targets, and is 1.25x and 0.66x after
+(``tests/test_lattice.py``).
+
 References
 ----------
 Webber et al., ``../shared/seeds/002_bcc5f0faf615c660.txt`` (beta-binomial posteriors).
@@ -115,6 +124,8 @@ class NodeSample:
         rows, kk = n.shape
         m = self.k1.shape[1]
         wc = np.asarray(w, dtype=np.float64)[self.cols]
+        own = np.zeros(kk, dtype=bool)  # the strata with the nodes' own Betas
+        own[self.cols] = True
         out = np.empty(rows)
         for lo in range(0, rows, _ROWS):
             sl = slice(lo, min(lo + _ROWS, rows))
@@ -140,7 +151,7 @@ class NodeSample:
                 self.k1[sl] + shift[0][sl, None] + (wc * cum.mean).sum(axis=-1),
                 np.maximum(self.k2[sl] + shift[1][sl, None], 0.0) + (wc**2 * cum.var).sum(axis=-1),
                 self.k3[sl] + shift[2][sl, None] + (wc**3 * cum.k3).sum(axis=-1),
-                c, n=nn, h=hh, prior_a=a, prior_b=b, sizes=sizes, w=w,
+                c, n=nn, h=hh, prior_a=a, prior_b=b, sizes=sizes, w=w, concentrated=own,
             )  # fmt: skip
             out[sl] = (wt * p).sum(axis=1)
         return out

@@ -41,7 +41,9 @@ the model the audit runs:
   (:mod:`bayes_eval.models._node_sample`), and wherever the other strata do not smooth the
   lattice out the probability sums them exactly at every node (calibration version 17;
   ``tests/test_lattice.py``: within 0.0006-0.0085 of the audit's draws per look on a needle,
-  0.026 at the stalest look, where the continuous nodes were 0.0085-0.029 off).
+  0.026 at the stalest look, where the continuous nodes were 0.0085-0.029 off); since version
+  19 also the strata of those whose remaining positives are concentrated near 0 at a node
+  (:func:`bayes_eval._lattice.concentrated_strata`), as the independent model does since 18.
 ``Correction.look_model`` records which was used.
 
 **The audit's Monte Carlo.** An audit decides on ``P`` estimated from its posterior draws
@@ -403,6 +405,15 @@ def _census_lattice(
     rows = exact.any(axis=1)
     if not rows.any():
         return
+    # the strata of `sample.cols` concentrated near 0 are summed exactly at the nodes too
+    # (calibration version 19); judged here under the marginal Betas
+    own = np.zeros(exact.shape[1], dtype=bool)
+    own[sample.cols] = True
+    r = np.asarray(sizes, dtype=np.float64)[None, :] - audits.n
+    a_post, b_post = eff_a + audits.h, eff_b + audits.n - audits.h
+    pick = rows[:, None] & ~exact & own[None, :]
+    if pick.any():
+        exact = exact | _lattice.concentrated_strata(r, a_post, b_post, w, pick)
     w_other = np.where(exact, 0.0, w)
     _, var_other, _ = beta_form_cumulants(audits.n, audits.h, eff_a, eff_b, sizes, w_other, True)
     spacing = np.abs(np.where(exact, w, 0.0)).max(axis=1)
