@@ -56,7 +56,8 @@ near-census stratum are version 17's bit for bit (the certification benchmark's 
 demo). **Version 19**: the pooled look model's hyper-nodes (:mod:`bayes_eval.models._node_sample`)
 do the same for the strata whose per-node Betas they keep (``concentrated`` a mask of them):
 they had the same truncation (a risk :math:`1 - P` 3-7× too small against the pooled audit's
-own draws at loans_grade_a-like counts; within 1.6× after).
+own draws at loans_grade_a-like counts; within Monte Carlo error of them after, with the nodes'
+Betas no longer floored).
 
 Webber et al., ``../shared/seeds/002_bcc5f0faf615c660.txt`` (the finite-population
 beta-binomial posterior that the audit's draws sample).

@@ -621,7 +621,8 @@ def _curve(prob: np.ndarray, schedule: np.ndarray, grid: np.ndarray) -> xr.Datas
 #: no left tail and said P = 1 where the posterior says 0.99991: loans_grade_a precision was
 #: refused at every level); rows without a near-census stratum, and the pooled look model, are
 #: version 17's bit for bit; 19: the pooled look model's hyper-nodes do the same for the strata
-#: whose nodes they keep (``models._node_sample``; its risk 1 - P was 3-7x too small there): rows
+#: whose nodes they keep, and keep each node's Beta unfloored (``models._node_sample``; their
+#: risk 1 - P was 3-7x too small there, within MC error of the audit's draws after): rows
 #: without a near-census stratum, and every row of a setting whose strata all hold more than the
 #: budget plus 256 items (the certification benchmark's cells, the demo), are version 18's bit
 #: for bit)
