@@ -395,10 +395,12 @@ def _census_lattice(
     exactly (:meth:`~bayes_eval.models._node_sample.NodeSample.prob`); the nodes' rest of the
     form moves by the marginal Betas' change of it since the refit (``rest_at``).
 
-    A row qualifies where the strata that are not exact (under the marginal Betas) leave the
-    lattice of the exact ones standing (:func:`bayes_eval._lattice.lattice_damping` above
-    ``_lattice._SMOOTH``, the rule of :func:`~bayes_eval._lattice.lattice_prob_at_least`);
-    elsewhere the lattice is smoothed out and the continuous nodes stand.
+    A row qualifies where the strata that are not exact (under the marginal Betas; since
+    version 19 the strata of ``sample.cols`` concentrated near 0 count as exact, as they are at
+    the nodes) leave the lattice of the exact ones standing
+    (:func:`bayes_eval._lattice.lattice_damping` above ``_lattice._SMOOTH``, the rule of
+    :func:`~bayes_eval._lattice.lattice_prob_at_least`); elsewhere the lattice is smoothed out
+    and the continuous nodes stand.
     """
     sizes, w, _ = form
     exact = lattice_rows(audits.n, sizes, w, True)
