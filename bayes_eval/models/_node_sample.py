@@ -192,8 +192,10 @@ def sample_nodes(
     # the priors whose conjugate update by the refit's counts is each node's Beta, not floored:
     # a node's rate (a mixture over its cell's quadrature) is often wider than any Beta
     # posterior of those counts, so they may be negative; every posterior they give (the counts
-    # only grow) is the node's Beta updated by the labels since the refit (version 19)
-    pa, pb = big_a - hc[:, None, :], big_b - (nc - hc)[:, None, :]
+    # only grow) is the node's Beta updated by the labels since the refit (version 19). The
+    # Beta's own parameters are floored at 1e-3, so that no posterior rounds to 0.
+    pa = np.maximum(big_a, 1e-3) - hc[:, None, :]
+    pb = np.maximum(big_b, 1e-3) - (nc - hc)[:, None, :]
     # the rest of the form: the node's whole form less the near-census strata under its Betas
     cum = _positive_cumulants(pa, pb, nc[:, None, :], hc[:, None, :], np.asarray(sizes)[cols])
     wc = np.asarray(w, dtype=np.float64)[cols]
