@@ -39,7 +39,12 @@ def _floored_sample_nodes(weight, lin, mom, n, h, cols, sizes, w, nodes=64):
     k = [
         getattr(s, f) + (wc ** (j + 1) * (po - pn)).sum(axis=-1)
         for j, (f, po, pn) in enumerate(
-            zip(("k1", "k2", "k3"), (old.mean, old.var, old.k3), (cum.mean, cum.var, cum.k3))
+            zip(
+                ("k1", "k2", "k3"),
+                (old.mean, old.var, old.k3),
+                (cum.mean, cum.var, cum.k3),
+                strict=True,
+            )
         )
     ]
     return _node_sample.NodeSample(s.cols, *k, pa, pb, s.n, s.h)
@@ -84,7 +89,10 @@ def main() -> None:
         se = np.sqrt(max(d * (1 - d), 1 / DRAWS) / DRAWS)
         r_new = new[0] / d if d > 0 else float("nan")
         r_old = old[0] / d if d > 0 else float("nan")
-        print(f"| {k} | {d:.3e} ({se:.1e}) | {new[0]:.3e} | {r_new:.2f} | {old[0]:.3e} | {r_old:.2f} |")
+        print(
+            f"| {k} | {d:.3e} ({se:.1e}) | {new[0]:.3e} | {r_new:.2f} | {old[0]:.3e} "
+            f"| {r_old:.2f} |"
+        )
 
 
 if __name__ == "__main__":
