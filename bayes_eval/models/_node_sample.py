@@ -32,7 +32,8 @@ of false positives; :func:`bayes_eval._lattice.concentrated_strata`) is summed e
 the independent model does since version 18: the node's Pearson law of its rest, skewed by that
 stratum, has no left tail. At loans_grade_a-like counts (four predicted-positive strata near a
 census, a fifth of 476 items with none positive among 117 labelled) the risk :math:`1 - P` was
-0.35x and 0.14x the pooled audit's draws at two targets. And each node keeps its Beta as it is:
+0.01-0.47x the pooled audit's draws for risks up to 7e-4 (``benchmarks/bench_node_tail.py``).
+And each node keeps its Beta as it is:
 version 18 floored the priors backed out of it at 1e-3, which tightened and moved the Beta of
 a stratum whose node rate is wider than any Beta posterior of its counts, and the difference
 went to the node's continuous rest (variance ~1, a mean off the integers) and smeared the
@@ -90,6 +91,12 @@ class NodeSample:
     n: np.ndarray
     h: np.ndarray
 
+    def kept(self, k: int) -> np.ndarray:
+        """``(k,)`` bool: the strata whose per-node Betas are kept (``cols``)."""
+        out = np.zeros(k, dtype=bool)
+        out[self.cols] = True
+        return out
+
     def take(self, rows: np.ndarray) -> NodeSample:
         """The sample of ``rows`` (an index or mask over ``R``)."""
         return NodeSample(
@@ -128,8 +135,7 @@ class NodeSample:
         rows, kk = n.shape
         m = self.k1.shape[1]
         wc = np.asarray(w, dtype=np.float64)[self.cols]
-        own = np.zeros(kk, dtype=bool)  # the strata with the nodes' own Betas
-        own[self.cols] = True
+        own = self.kept(kk)
         out = np.empty(rows)
         for lo in range(0, rows, _ROWS):
             sl = slice(lo, min(lo + _ROWS, rows))

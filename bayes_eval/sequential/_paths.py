@@ -409,8 +409,7 @@ def _census_lattice(
         return
     # the strata of `sample.cols` concentrated near 0 are summed exactly at the nodes too
     # (calibration version 19); judged here under the marginal Betas
-    own = np.zeros(exact.shape[1], dtype=bool)
-    own[sample.cols] = True
+    own = sample.kept(exact.shape[1])
     r = np.asarray(sizes, dtype=np.float64)[None, :] - audits.n
     a_post, b_post = eff_a + audits.h, eff_b + audits.n - audits.h
     pick = rows[:, None] & ~exact & own[None, :]
