@@ -38,7 +38,11 @@ before any audit ran on them); ``--forest`` the third
 scikit-learn's defaults, so exact 0 and 1 scores and ties; committed before any audit ran on
 them); ``--forest-check`` four more (:data:`heldout_populations.FOREST_CHECK`, extremely
 randomised trees and a forest of larger leaves), committed after the fix the forest group led to
-(exact 0 and 1 scores' covariate) and before any audit ran on them. Population names:
+(exact 0 and 1 scores' covariate) and before any audit ran on them; ``--scorers`` six more
+(:data:`heldout_populations.SCORERS`, session 52: new sources, each scored by a classifier kind
+no earlier group used -- Gaussian naive Bayes, 25 nearest neighbours, a depth-3 tree, a linear
+SVM without Platt scaling, a small neural network, AdaBoost of stumps; :mod:`classifiers`),
+committed before any audit ran on them. Population names:
 ``NAME``, ``blind B``, ``widened W``, each optionally prefixed by ``needle `` or ``2% `` (any
 percentage).
 """
@@ -73,6 +77,7 @@ from heldout_populations import (
     FOREST,
     FOREST_CHECK,
     FRESH,
+    SCORERS,
     SOURCES,
     WIDENED,
     _recipe,
@@ -323,6 +328,12 @@ def main() -> None:
         help="the forest check instead (heldout_populations.FOREST_CHECK, session 37: other tree "
         "ensembles, committed after the exact-zero fix and before its first run)",
     )
+    ap.add_argument(
+        "--scorers",
+        action="store_true",
+        help="the scorer check instead (heldout_populations.SCORERS, session 52: six classifier "
+        "kinds no earlier group used; committed before its first run)",
+    )
     ap.add_argument("--budgets", type=int, nargs="+", default=[300, 1000])
     ap.add_argument(
         "--strata-method",
@@ -416,8 +427,9 @@ def main() -> None:
         f"{'OASIS':>7} {'ratio':>10}"
     )
     t_start = time.perf_counter()
-    if args.blind + args.widened + args.fresh + args.forest + args.forest_check > 1:
-        ap.error("--blind, --widened, --fresh, --forest and --forest-check: choose one")
+    chosen = args.blind + args.widened + args.fresh + args.forest + args.forest_check
+    if chosen + args.scorers > 1:
+        ap.error("--blind, --widened, --fresh, --forest, --forest-check and --scorers: choose one")
     kinds = (
         BLIND_GROUPS
         if args.blind
@@ -429,6 +441,8 @@ def main() -> None:
         if args.forest
         else FOREST_CHECK
         if args.forest_check
+        else SCORERS
+        if args.scorers
         else SOURCES
     )
     for name in args.only or kinds:

@@ -29,14 +29,19 @@ of its own so that ``bench_heldout.py`` and ``bench_pooled.py`` (its NUTS case) 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from bayes_eval import Population
-from bayes_eval.datasets import LabelledPopulation, _f1_threshold, _logistic_irls
+from bayes_eval.datasets import LabelledPopulation, _f1_threshold
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from classifiers import fit_scores
 
 __all__ = [
     "BLIND_GROUPS",
@@ -44,6 +49,7 @@ __all__ = [
     "FOREST_CHECK",
     "FRESH",
     "NEEDLE_POSITIVES",
+    "SCORERS",
     "SOURCES",
     "TRAIN_FRACTION",
     "WIDENED",
@@ -422,6 +428,86 @@ FOREST_CHECK = {
 }
 
 
+# ----- The scorer check (session 52): six more sources, each scored by a classifier kind no
+# earlier group used (classifiers.py), committed before any audit ran on them --
+
+
+def _bribe() -> tuple[pd.DataFrame, np.ndarray, str]:
+    d = _rdata("stevedata", "wvs_justifbribe")
+    d = d[d["f117"].notna()].reset_index(drop=True)
+    y = (d["f117"] >= 6).to_numpy()
+    num = d[["s020"]].astype(float)
+    x = pd.concat([num, _one_hot(d, ["country", "s002"])], axis=1)
+    return x, y, "stevedata wvs_justifbribe (World Values Survey); target a bribe justifiable 6+/10"
+
+
+def _drinker() -> tuple[pd.DataFrame, np.ndarray, str]:
+    d = _rdata("stevedata", "nesarc_drinkspd")
+    drinks = d["s2aq8b"]
+    y = ((drinks >= 5) & (drinks < 99)).to_numpy()  # no answer (NaN, 99): not a heavy drinker
+    num = d[["age"]].astype(float)
+    x = pd.concat([num, _one_hot(d, ["ethrace2a", "region", "sex", "marital", "educ"])], axis=1)
+    return x, y, "stevedata nesarc_drinkspd (NESARC 2001-2); target usually 5+ drinks a day"
+
+
+def _uninsured() -> tuple[pd.DataFrame, np.ndarray, str]:
+    d = _rdata("AER", "HealthInsurance")
+    y = (d["insurance"] == "no").to_numpy()
+    num = d[["age", "family"]].astype(float)
+    cats = ["health", "limit", "gender", "married", "selfemp", "region", "ethnicity", "education"]
+    x = pd.concat([num, _one_hot(d, cats)], axis=1)
+    return x, y, "AER HealthInsurance (MEPS 1996); target no health insurance"
+
+
+def _loan_bad() -> tuple[pd.DataFrame, np.ndarray, str]:
+    d = _rdata("modeldata", "lending_club")
+    y = (d["Class"] == "bad").to_numpy()
+    num = d.drop(columns=["rownames", "Class", "term", "sub_grade", "addr_state"])
+    num = num.drop(columns=["verification_status", "emp_length"]).astype(float)
+    grade = d["sub_grade"].map(lambda g: 5 * (ord(g[0]) - ord("A")) + int(g[1])).astype(float)
+    x = pd.concat(
+        [num, grade.rename("grade"), _one_hot(d, ["term", "verification_status", "emp_length"])],
+        axis=1,
+    )
+    return x, y, "modeldata lending_club (Lending Club 2016); target a bad loan"
+
+
+def _democrat() -> tuple[pd.DataFrame, np.ndarray, str]:
+    d = _rdata("stevedata", "anes_partytherms")
+    d = d[d["pid7"].notna()].reset_index(drop=True)
+    y = (d["pid7"] == 1).to_numpy()
+    cols = ["year", "age", "educat", "urbanism", "incomeperc", "unemployed", "polint"]
+    cols += ["distrust_govt", "govt_crooked", "govt_waste", "govt_biginterests"]
+    cols += ["therm_dem", "therm_gop"]
+    num = d[cols].astype(float)
+    num = num.fillna(num.median())
+    x = pd.concat([num, _one_hot(d, ["race4"])], axis=1)
+    return x, y, "stevedata anes_partytherms (ANES 1978-2012); target a strong Democrat"
+
+
+def _high_income() -> tuple[pd.DataFrame, np.ndarray, str]:
+    d = _rdata("stevedata", "gss_wages")
+    d = d[d["realrinc"].notna()].reset_index(drop=True)
+    y = (d["realrinc"] >= d["realrinc"].quantile(0.9)).to_numpy()
+    num = d[["year", "age", "prestg10", "childs"]].astype(float)
+    num = num.fillna(num.median())
+    cats = ["occrecode", "wrkstat", "gender", "educcat", "maritalcat"]
+    x = pd.concat([num, _one_hot(d, cats)], axis=1)
+    return x, y, "stevedata gss_wages (GSS 1974-2018); target real income in the top 10 %"
+
+
+#: name -> (features builder, classifier): the scorer check (session 52), defined and committed
+#: before any audit ran on it; each source scored by a kind no earlier group used
+SCORERS = {
+    "bribe_justified": (_bribe, "naive_bayes"),
+    "heavy_drinker": (_drinker, "knn"),
+    "uninsured": (_uninsured, "tree3"),
+    "loan_bad": (_loan_bad, "svm"),
+    "strong_democrat": (_democrat, "mlp"),
+    "high_income": (_high_income, "adaboost"),
+}
+
+
 #: name -> the one-hot feature whose positives :func:`build` ``(blind=True)`` keeps out of the
 #: classifier's training part: a sub-topic it never saw (15-32 % of the positives)
 BLIND_GROUPS = {
@@ -445,7 +531,7 @@ def build(name: str, seed: int = 0, blind: bool = False) -> LabelledPopulation:
     too makes no blind spot on three of the four: the subgroup's positives share the other
     positives' features.) The population (the other 70 %) is the same items.
     """
-    make, kind = SOURCES[name] if name in SOURCES else {**FRESH, **FOREST, **FOREST_CHECK}[name]
+    make, kind = {**SOURCES, **FRESH, **FOREST, **FOREST_CHECK, **SCORERS}[name]
     frame, y, source = make()
     group = frame[BLIND_GROUPS[name]].to_numpy() == 1 if blind else None
     x = frame.to_numpy(dtype=np.float64)
@@ -469,44 +555,9 @@ def _split(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _scored(name, description, x, y, train, test, kind, seed) -> LabelledPopulation:
-    """Train ``kind`` on ``train``; the population is ``test``, thresholded at the training F1's
-    best cut."""
-    n = x.shape[0]
-    if kind == "logistic":
-        mean, sd = x[train].mean(axis=0), x[train].std(axis=0)
-        sd[sd == 0] = 1.0
-        z = np.column_stack([np.ones(n), (x - mean) / sd])
-        w = _logistic_irls(z[train], y[train].astype(np.float64), 1.0)
-        scores = 1.0 / (1.0 + np.exp(-(z @ w)))
-    elif kind in ("forest", "forest_leaf5"):
-        from sklearn.ensemble import RandomForestClassifier
-
-        # scikit-learn's defaults (fully grown trees, 100 of them): scores are multiples of 0.01,
-        # exact 0 and 1 common; the threshold is tuned on the out-of-bag scores, as a careful
-        # user does (the training part's own scores are those of an overfitted forest)
-        grow = {} if kind == "forest" else {"n_estimators": 200, "min_samples_leaf": 5}
-        clf = RandomForestClassifier(oob_score=True, random_state=seed, n_jobs=1, **grow)
-        clf.fit(x[train], y[train])
-        scores = clf.predict_proba(x)[:, 1]
-        threshold = _f1_threshold(clf.oob_decision_function_[:, 1], y[train])
-    elif kind == "extra_trees":
-        from sklearn.ensemble import ExtraTreesClassifier
-        from sklearn.model_selection import cross_val_predict
-
-        # no bootstrap, so no out-of-bag scores: the threshold from 3-fold cross-validated ones
-        clf = ExtraTreesClassifier(random_state=seed, n_jobs=1)
-        held = cross_val_predict(clf, x[train], y[train], cv=3, method="predict_proba")
-        threshold = _f1_threshold(held[:, 1], y[train])
-        scores = clf.fit(x[train], y[train]).predict_proba(x)[:, 1]
-    else:
-        from sklearn.ensemble import HistGradientBoostingClassifier
-        from threadpoolctl import threadpool_limits
-
-        with threadpool_limits(1):  # OpenMP threads fight the lock-step audits for the cores
-            clf = HistGradientBoostingClassifier(random_state=seed).fit(x[train], y[train])
-            scores = clf.predict_proba(x)[:, 1]
-    if kind in ("logistic", "boosted"):
-        threshold = _f1_threshold(scores[train], y[train])
+    """Train ``kind`` (:data:`classifiers.KINDS`) on ``train``; the population is ``test``,
+    thresholded where :func:`classifiers.fit_scores` puts it."""
+    scores, threshold = fit_scores(kind, x, y, train, seed)
     pop = Population(scores[test], threshold=threshold)
     return LabelledPopulation(name, description, pop, y[test].copy())
 
@@ -589,14 +640,14 @@ def _recipe(name: str) -> Callable[[], LabelledPopulation]:
         if not 0.0 < prevalence < 1.0:
             raise ValueError(f"population {name!r}: {first!r} is no percentage in (0, 100)")
         base = rest
-    if base in SOURCES or base in FRESH or base in FOREST or base in FOREST_CHECK:
+    if any(base in group for group in (SOURCES, FRESH, FOREST, FOREST_CHECK, SCORERS)):
         make = partial(build, base)
     elif base.startswith("blind ") and base.removeprefix("blind ") in BLIND_GROUPS:
         make = partial(build, base.removeprefix("blind "), blind=True)
     elif base.startswith("widened ") and base.removeprefix("widened ") in WIDENED:
         make = partial(widened, base.removeprefix("widened "))
     else:
-        names = [*SOURCES, *FRESH, *FOREST, *FOREST_CHECK]
+        names = [*SOURCES, *FRESH, *FOREST, *FOREST_CHECK, *SCORERS]
         raise ValueError(
             f"population {name!r} is unknown; allowed: {', '.join(names)}, 'blind B' "
             "with B one "

@@ -144,3 +144,31 @@ def test_the_forest_group_builds_with_exact_zero_scores():
     assert np.unique(scores).size < 200
     assert 0.005 < truth.mean() < 0.02
     assert 0 < base.population.predictions.sum() < scores.size
+
+
+def test_the_scorer_check_builds_each_classifier_kinds_score_shape():
+    """Session 52's scorer check (``heldout_populations.SCORERS``; ``bench_heldout.py
+    --scorers``): every name is accepted, and each kind gives the score shape it is there to
+    check -- a depth-3 tree at most 8 distinct scores, 25 nearest neighbours at most 26,
+    AdaBoost's scores compressed into a band around 0.5, a linear SVM's without Platt scaling
+    never near 1."""
+    from classifiers import KINDS, fit_scores
+    from heldout_populations import SCORERS, _recipe, build
+
+    for name, (_, kind) in SCORERS.items():
+        assert kind in KINDS
+        for full in (name, f"needle {name}", f"2% {name}"):
+            _recipe(full)
+    shapes = {
+        "uninsured": lambda s: np.unique(s).size <= 8,
+        "heavy_drinker": lambda s: np.unique(s).size <= 26,
+        "high_income": lambda s: 0.1 < s.min() and s.max() < 0.9,
+        "loan_bad": lambda s: s.max() < 0.9,
+    }
+    for name, shape in shapes.items():
+        base = build(name)
+        scores = np.asarray(base.population.scores)
+        assert shape(scores), name
+        assert 0 < base.population.predictions.sum() < scores.size
+    with pytest.raises(ValueError, match="kind='tree4'; allowed: logistic"):
+        fit_scores("tree4", np.zeros((4, 1)), np.array([0, 1, 0, 1]), np.arange(4), 0)
