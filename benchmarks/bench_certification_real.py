@@ -3,8 +3,8 @@
 ``bench_certification.py`` measures the corrected acceptance rule (issue 14) at the truths of
 the calibration's family and at held-out *constructed* truths, all on one synthetic population.
 Here the truth is a **real** one that no profile constructed: a real population of
-``heldout_populations.py`` (a real outcome, scored by a logistic, boosted or forest classifier
-trained on another 30 % of the data) with its real labels, and the claim ``metric >= target``
+``heldout_populations.py`` (a real outcome, scored by a classifier of ``classifiers.py`` trained
+on another 30 % of the data) with its real labels, and the claim ``metric >= target``
 made with ``target`` a hair above the population's **true** metric (:data:`CLAIM_EPS`): the
 hardest claim that is still false, which an honest rule accepts in at most ``alpha`` of audits.
 (Until session 46 the target was the true metric itself, a claim that is true at equality; where
@@ -49,7 +49,7 @@ import time
 
 import numpy as np
 from bench_certification import BATCH, BUDGET, audit_plan, fresh_paths
-from heldout_populations import FOREST, FOREST_CHECK, FRESH, SOURCES, population
+from heldout_populations import FOREST, FOREST_CHECK, FRESH, SCORERS, SOURCES, population
 
 import bayes_eval as be
 from bayes_eval._validation import check_n_jobs
@@ -67,6 +67,7 @@ DEFAULT_POPULATIONS = (
     *FRESH,
     *FOREST,
     *FOREST_CHECK,
+    *SCORERS,
     *(
         f"needle {n}"
         for n in ("flights", "tv16", "diamonds", "chem97", "military", "covid_positive")
