@@ -162,7 +162,7 @@ def test_the_scorer_check_builds_each_classifier_kinds_score_shape():
     shapes = {
         "uninsured": lambda s: np.unique(s).size <= 8,
         "heavy_drinker": lambda s: np.unique(s).size <= 26,
-        "high_income": lambda s: 0.1 < s.min() and s.max() < 0.9,
+        "high_income": lambda s: s.min() > 0.1 and s.max() < 0.9,
         "loan_bad": lambda s: s.max() < 0.9,
     }
     for name, shape in shapes.items():
@@ -172,3 +172,42 @@ def test_the_scorer_check_builds_each_classifier_kinds_score_shape():
         assert 0 < base.population.predictions.sum() < scores.size
     with pytest.raises(ValueError, match="kind='tree4'; allowed: logistic"):
         fit_scores("tree4", np.zeros((4, 1)), np.array([0, 1, 0, 1]), np.arange(4), 0)
+
+
+def test_version_20_covid_positive_precision_census_is_counted():
+    """The row that found calibration version 20 (session 52): covid_positive's 464 predicted
+    positives in 5 equal-size strata, the family truth ``fp_top`` of precision at the real
+    precision plus 1e-9. Once the predicted side is labelled to a census, precision is counted
+    and below the claim, so the pooled look model's P must be 0 at every such look; version 19
+    carried the last refit's stale mean shift onto the count and said P = 1 at the first
+    between-refit census look in 11 % of the simulated audits (so no level held the claim)."""
+    from heldout_populations import population
+
+    import bayes_eval as be
+    from bayes_eval.designs import make_design
+    from bayes_eval.metrics import metric_of_positives
+    from bayes_eval.priors import Prior
+    from bayes_eval.sequential._paths import simulate_paths
+    from bayes_eval.sequential.robust import _score_rates
+    from bayes_eval.sequential.truths import truth_family
+
+    lp = population("covid_positive")
+    st = be.stratify(lp.population, method="equal_size", n_strata=5, rng=0)
+    sizes, pred = np.asarray(st.sizes), np.asarray(st.predicted)
+    real = np.bincount(st.assignment, weights=lp.truth, minlength=sizes.size).astype(np.int64)
+    target = float(metric_of_positives("precision", real, sizes, pred)) + 1e-9
+    prior = Prior.resolve("jeffreys", sizes.size)
+    rates = _score_rates(st, None, prior.a, prior.b)
+    (fp_top,) = truth_family(
+        sizes, pred, metric="precision", target=target, score_rates=rates, profiles=["fp_top"]
+    )
+    batches = [20] * 26  # the census comes at 480 labels, between the refits at 340 and 500
+    p = simulate_paths(
+        sizes=sizes, predicted=pred, positives=fp_top.positives, prior_a=prior.a,
+        prior_b=prior.b, metric="precision", target=target,
+        design=make_design("posterior_variance"), batches=batches, schedule=np.cumsum(batches),
+        finite_population=True, n_sims=100, rng=5, model="pooled", strata=st,
+    )[0]  # fmt: skip
+    assert int(sizes[pred].sum()) == 464
+    assert np.all(p[:, 23:] == 0.0), p[:, 22:].max(axis=0)
+    assert p[:, :23].max() > 0.01  # the claim was in doubt before the census

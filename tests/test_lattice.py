@@ -167,10 +167,11 @@ def test_a_calibration_whose_strata_stay_large_is_version_16s_bit_for_bit(monkey
 
 
 # ------------------------------------------------------------------ the pooled look model
-def _needle_paths(monkeypatch, remainder, target_offset=0.05, n_sims=200):
+def _needle_paths(monkeypatch, remainder, target_offset=0.05, n_sims=200, n_batches=12):
     """Simulated pooled audits of a needle population (60,000 items, 0.4 % positives; 12
     strata, the six predicted-positive ones of 20 items), precision at its truth minus
-    ``target_offset``; the counts after every batch of 10 are recorded."""
+    ``target_offset``; the counts after every batch of 10 (``n_batches`` of them) are
+    recorded."""
     import bayes_eval as be
     from bayes_eval._loop import LockStep
     from bayes_eval.designs import make_design
@@ -196,8 +197,8 @@ def _needle_paths(monkeypatch, remainder, target_offset=0.05, n_sims=200):
     p = simulate_paths(
         sizes=sizes, predicted=pred, positives=truth, prior_a=prior.a, prior_b=prior.b,
         metric="precision", target=target, design=make_design("posterior_variance"),
-        batches=[10] * 12, schedule=np.cumsum([10] * 12), finite_population=True,
-        n_sims=n_sims, rng=4, model="pooled", strata=st,
+        batches=[10] * n_batches, schedule=np.cumsum([10] * n_batches),
+        finite_population=True, n_sims=n_sims, rng=4, model="pooled", strata=st,
     )[0]  # fmt: skip
     return st, target, p, seen
 
@@ -227,6 +228,36 @@ def test_pooled_look_model_near_a_census_follows_the_audits_draws(monkeypatch):
             d_old.append(abs(p_old[i, j] - mc))
     assert np.mean(d_new) < 0.012 and np.max(d_new) < 0.08, (np.mean(d_new), np.max(d_new))
     assert np.mean(d_old) > 1.5 * np.mean(d_new), (np.mean(d_old), np.mean(d_new))
+
+
+def test_version_20_a_counted_precision_is_its_count(monkeypatch):
+    """Once every predicted-positive stratum is labelled to a census, precision is counted:
+    the pooled look model's ``P(precision >= truth + 1e-9)`` is 0 at every such look, the
+    between-refit looks too, whatever the dependence correction fixed at the last refit
+    (version 19 added that correction's stale mean shift to the count and said ``P = 1`` at
+    the first between-refit census look in 11 % of the simulated audits of covid_positive's
+    ``fp_top`` truth, so no level could hold the false claim: 'unattainable'); before a census
+    the paths are version 19's (the correction applies where the Betas keep any variance)."""
+    from bayes_eval.sequential import _paths
+
+    st, _, p, counts = _needle_paths(monkeypatch, 256, target_offset=-1e-9, n_sims=60, n_batches=15)
+    pred = np.asarray(st.predicted)
+    sizes = np.asarray(st.sizes)
+    counted = []
+    for j, (n, _) in enumerate(counts):
+        done = (n[:, pred] == sizes[pred]).all(axis=1)
+        counted.append(done)
+        assert np.all(p[done, j] == 0.0), (j, p[done, j])
+    counted = np.array(counted).T  # (audits, looks)
+    # the between-refit looks (130, 140 labels: the refits are at 120 and 150) are reached
+    assert counted[:, 12].any() and counted[:, 13].any()
+    # the version-19 rule would have moved the count: its shift is nonzero there
+    dep = _paths._Dependence(np.full(2, 0.3), np.ones(2), np.zeros(2))
+    betas = (np.full(2, 5.0), np.zeros(2), np.zeros(2))
+    assert np.array_equal(dep.prob(betas, 5.1), [0.0, 0.0])
+    assert np.array_equal(prob_at_least(*dep.corrected(betas), 5.1), [1.0, 1.0])
+    live = (np.full(2, 5.0), np.full(2, 0.04), np.full(2, 0.001))
+    np.testing.assert_array_equal(dep.prob(live, 5.1), prob_at_least(*dep.corrected(live), 5.1))
 
 
 def test_pooled_paths_whose_strata_stay_large_are_version_16s_bit_for_bit(monkeypatch):

@@ -348,8 +348,16 @@ class _Dependence:
         return b1 + self.shift, b2 * self.ratio, b3 * self.ratio**1.5 + self.skew
 
     def prob(self, betas: tuple[np.ndarray, np.ndarray, np.ndarray], c: float) -> np.ndarray:
-        """``P(L >= c)`` from the Betas' cumulants at a look, corrected."""
-        return prob_at_least(*self.corrected(betas), c)
+        """``P(L >= c)`` from the Betas' cumulants at a look, corrected; where their variance
+        is 0 -- every stratum of the form labelled to a census, so ``L`` is counted -- the
+        count's own point mass, uncorrected (calibration version 20: the shift fixed at an
+        earlier refit moved the count, so a false claim a hair above it got ``P = 1``)."""
+        p = prob_at_least(*self.corrected(betas), c)
+        counted = betas[1] <= 0.0
+        if counted.any():
+            none = np.zeros(int(counted.sum()))
+            p[counted] = prob_at_least(betas[0][counted], none, none, c)
+        return p
 
 
 def _census_strata(
