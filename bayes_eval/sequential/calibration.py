@@ -631,8 +631,8 @@ def _curve(prob: np.ndarray, schedule: np.ndarray, grid: np.ndarray) -> xr.Datas
 #: last refit, whose stale mean shift had moved the count (``sequential._paths._Dependence``:
 #: covid_positive precision, 464 predicted positives, was refused at every level, its family
 #: truth ``fp_top`` accepted with P = 1 at a census in 11 % of simulated audits); every row
-#: whose form holds more items than the budget -- F1 and recall always, precision where the
-#: predicted positives outnumber the labels (the certification benchmark's cells, the demo) --
+#: whose form holds more items than the budget -- F1 and recall wherever the population does,
+#: precision where the predicted positives do (the certification benchmark's cells, the demo) --
 #: is version 19's bit for bit)
 CALIBRATION_VERSION = 20
 
