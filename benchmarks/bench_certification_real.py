@@ -38,7 +38,10 @@ Usage: ``uv run python benchmarks/bench_certification_real.py [--models independ
 [--populations NAME,...] [--metrics f1,precision,recall] [--looks every] [--cal-sims 2000]
 [--eval-sims 4000] [--n-jobs -1] [--claim-offset 1e-9]``; ``--list`` prints the population
 names. A negative ``--claim-offset`` (e.g. ``-0.05``) makes the claim true and reports the share
-of audits that accept it (the rule's power at a real truth) instead of false accepts.
+of audits that accept it (the rule's power at a real truth) instead of false accepts, and the
+mean labels to the first accepting look with the corrected boundary and with the naive rule
+(nominal 0.95 at every look; an audit that never accepts counts the budget), each with its Monte
+Carlo s.e., and their ratio: issue 14's label cost at a real classifier 0.05 above its claim.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from bayes_eval._validation import check_n_jobs
 from bayes_eval.designs import make_design
 from bayes_eval.metrics import metric_of_positives
 from bayes_eval.models._look_pool import RefitPool
+from bayes_eval.sequential.boundary import labels_used
 
 LEVEL = 0.95
 #: the claim is ``metric >= truth + CLAIM_EPS``: false, by less than any two values of a metric of
@@ -124,6 +128,9 @@ def run(lp, metric, model, looks, cal_sims, eval_sims, seed, n_jobs, offset=CLAI
     rate = float((prob >= nominal).any(axis=-1).mean()) * float(corr.attainable)
     se = float(np.sqrt(max(rate * (1 - rate), 1.0 / eval_sims) / eval_sims))
     naive = float((prob >= LEVEL).any(axis=-1).mean())
+    # labels at the first accepting look (the budget where none accepts): the cost of a true claim
+    lab = labels_used(prob, plan.looks, nominal).astype(np.float64) if corr.attainable else None
+    nv = labels_used(prob, plan.looks, np.full(plan.looks.shape, LEVEL)).astype(np.float64)
     worst = corr.worst
     return {
         "N": int(sizes.sum()),
@@ -138,7 +145,19 @@ def run(lp, metric, model, looks, cal_sims, eval_sims, seed, n_jobs, offset=CLAI
         "worst": (worst.name, worst.rate, worst.mcse) if worst is not None else None,
         "cal_s": cal_s,
         "eval_s": eval_s,
+        "labels": None if lab is None else (lab.mean(), lab.std(ddof=1) / np.sqrt(lab.size)),
+        "naive_labels": (nv.mean(), nv.std(ddof=1) / np.sqrt(nv.size)),
     }
+
+
+def _cost(r):
+    """The labels column of a true claim: mean labels to the first accept (the budget where no
+    look accepts) with the corrected boundary and the naive rule, each ± its s.e., and the ratio."""
+    (nv, nv_se) = r["naive_labels"]
+    if r["labels"] is None:
+        return f" unattainable / {nv:,.0f} ± {nv_se:.0f} |"
+    lab, lab_se = r["labels"]
+    return f" {lab:,.0f} ± {lab_se:.0f} / {nv:,.0f} ± {nv_se:.0f} ({lab / nv:.2f}) |"
 
 
 def main() -> None:
@@ -196,8 +215,9 @@ def main() -> None:
             f"truth (target = truth {args.claim_offset:+g}) | "
             "corrected accepts | naive accepts | boundary (first -> last) | "
             "calibration's worst truth | s |"
+            + (" labels to accept: corrected / naive (ratio) |" if true_claim else "")
         )
-        print("|---|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|" + ("---|" if true_claim else ""))
         for name in names:
             lp = population(name)
             for metric in metrics:
@@ -226,7 +246,7 @@ def main() -> None:
                     f"| {name} | {r['N']:,} | {r['positives']:,} | {metric} | {r['truth']:.4f} | "
                     f"{'**' if miss else ''}{r['rate']:.4f} ± {r['se']:.4f}"
                     f"{' MISS**' if miss else ''} | {r['naive']:.3f} | {bound} | {worst} | "
-                    f"{r['cal_s']:.0f} + {r['eval_s']:.0f} |"
+                    f"{r['cal_s']:.0f} + {r['eval_s']:.0f} |" + (_cost(r) if true_claim else "")
                 )
                 sys.stdout.flush()
     print(f"\nrows above alpha + 2 s.e.: {misses}")
