@@ -35,6 +35,7 @@ import time
 from typing import ClassVar
 
 import numpy as np
+from bench_certification_real import positives_per_stratum
 from heldout_populations import population
 
 import bayes_eval as be
@@ -76,7 +77,7 @@ def _setup(name):
     lp = population(name)
     st = be.stratify(lp.population, method="equal_size", n_strata=5, rng=0)
     sizes, pred = np.asarray(st.sizes), np.asarray(st.predicted)
-    real = np.bincount(st.assignment, weights=lp.truth, minlength=sizes.size).astype(np.int64)
+    real = positives_per_stratum(st, lp.truth)
     target = float(metric_of_positives("f1", real, sizes, pred)) + 1e-9
     return st, sizes, pred, real, target
 
